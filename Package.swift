@@ -1,0 +1,32 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Atoll: an offline-first object database on SQLite, with a C ABI (libatoll.so).
+// Layers (docs/architecture.md): CSQLite, CJansson <- AtollStore <- AtollJSON <- AtollC.
+let package = Package(
+    name: "Atoll",
+    products: [
+        // The C ABI, for C hosts and Python (ctypes). The SONAME lets programs that link it
+        // record `libatoll.so.0` instead of the build path.
+        .library(name: "atoll", type: .dynamic, targets: ["AtollC"]),
+        .library(name: "AtollStore", targets: ["AtollStore"]),
+        .library(name: "AtollJSON", targets: ["AtollJSON"]),
+    ],
+    targets: [
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CJansson", pkgConfig: "jansson",
+                       providers: [.apt(["libjansson-dev"])]),
+        .target(name: "AtollStore", dependencies: ["CSQLite"]),
+        .target(name: "AtollJSON", dependencies: ["AtollStore", "CJansson"]),
+        .target(
+            name: "AtollC",
+            dependencies: ["AtollStore", "AtollJSON", "CJansson"],
+            linkerSettings: [.unsafeFlags(["-Xlinker", "-soname=libatoll.so.0"])]
+        ),
+        .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite"],
+                          path: "bench/swift"),
+        .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore"]),
+        .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore"]),
+    ]
+)

@@ -1,0 +1,393 @@
+/*
+ * atoll.h — the C interface of Atoll, an offline-first object database.
+ *
+ * Conventions (see docs/abi.md for the long form):
+ *
+ *   - Every function is named atoll_<noun>_<verb>; handles are opaque (atoll_<noun>_t) and only
+ *     ever cross as pointers. Each constructor has a destructor, and every destructor accepts
+ *     NULL as a harmless no-op.
+ *   - A call reports failure by returning false or NULL. The reason is then available from
+ *     atoll_last_error() on the same thread: a stable code (atoll_status_e) and a message.
+ *     Successful calls clear the last error.
+ *   - Objects, primary keys, schemas and query arguments cross as JSON text (UTF-8): MongoDB
+ *     Extended JSON v2, relaxed form, for values JSON has no type for ({"$oid": ...},
+ *     {"$date": ...}, {"$uuid": ...}, {"$numberDecimal": ...}, {"$binary": ...}). Hosts that use
+ *     jansson can pass and receive json_t values through the _j twins instead.
+ *   - Memory returned by the library is freed by the library: char * results with atoll_free(),
+ *     json_t * results with json_decref(), handles with their own destructor. Ownership is said
+ *     on every function in fixed words: "caller owns; free with atoll_free()", "borrowed; valid
+ *     until ...", and for json_t jansson's own "new reference" / "borrowed reference".
+ *   - Threads: every handle may be used from any thread. Calls on one handle are serialized
+ *     inside the library (a call waits while another thread's call on the same handle runs), so
+ *     concurrent use never corrupts anything. A write transaction belongs to the handle, not to
+ *     the thread that began it. Several handles, in one process or several, may use one file at
+ *     once: readers never block, and a second writer waits in atoll_realm_begin_write() until
+ *     the first commits or cancels.
+ *   - Handles stay recognisable after they are closed: a call on a closed realm, or on results
+ *     whose realm was closed, fails with ATOLL_ERR_CLOSED instead of touching freed memory.
+ *     Passing a pointer that never was a handle of this library fails with
+ *     ATOLL_ERR_INVALID_ARGUMENT.
+ *
+ * New status codes, functions and configuration keys may be added in later versions; existing
+ * ones keep their numbers and meanings. A signature that must change gets a _v2 sibling.
+ */
+#ifndef ATOLL_H
+#define ATOLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The version of this header, as text and as MAJOR * 1000000 + MINOR * 1000 + PATCH. */
+#define ATOLL_VERSION "0.1.0"
+#define ATOLL_VERSION_NUMBER 1000
+
+/* jansson's value type; include <jansson.h> to use the _j functions. */
+struct json_t;
+
+/** An open realm: one connection to one database file (or in-memory database). */
+typedef struct atoll_realm atoll_realm_t;
+
+/** The objects of one class that match a query, in the query's order. */
+typedef struct atoll_results atoll_results_t;
+
+/**
+ * Status codes. ATOLL_OK is 0; codes are never renumbered; new codes may be added, so a host
+ * should treat an unknown code as a generic failure.
+ */
+typedef enum atoll_status_e {
+    ATOLL_OK = 0,
+    /** A NULL or otherwise unusable argument, or a pointer that is not a handle of this library. */
+    ATOLL_ERR_INVALID_ARGUMENT = 1,
+    /** Text that is not valid JSON (or not UTF-8), or JSON of the wrong shape for the call. */
+    ATOLL_ERR_INVALID_JSON = 2,
+    /** A schema that is not valid: unknown types, bad names, a link to a missing class... */
+    ATOLL_ERR_SCHEMA = 3,
+    /** The file's schema differs from the configuration's in a way that needs a migration. */
+    ATOLL_ERR_SCHEMA_MISMATCH = 4,
+    /** No object with that primary key (or link target) exists. */
+    ATOLL_ERR_NOT_FOUND = 5,
+    /** An object with that primary key exists and the update policy is ATOLL_UPDATE_ERROR. */
+    ATOLL_ERR_DUPLICATE_PRIMARY_KEY = 6,
+    /** A query that does not parse; the message gives the position. */
+    ATOLL_ERR_QUERY_SYNTAX = 7,
+    /** A query that parses but cannot run: unknown property, wrong argument type or count... */
+    ATOLL_ERR_QUERY_INVALID = 8,
+    /** A write call outside a write transaction. */
+    ATOLL_ERR_NOT_IN_WRITE = 9,
+    /** atoll_realm_begin_write() on a handle already in a write transaction. */
+    ATOLL_ERR_ALREADY_IN_WRITE = 10,
+    /** The file could not be opened, created, read or written. */
+    ATOLL_ERR_FILE = 11,
+    /** The handle (or the realm it belongs to) has been closed. */
+    ATOLL_ERR_CLOSED = 12,
+    /** A write on a realm opened read-only. */
+    ATOLL_ERR_READ_ONLY = 13,
+    /** The write lock was not obtained within the configured "writeTimeoutMs". */
+    ATOLL_ERR_BUSY = 14,
+    /** A class name the realm's schema does not have. */
+    ATOLL_ERR_NO_SUCH_CLASS = 15,
+    /** A property name the class does not have. */
+    ATOLL_ERR_NO_SUCH_PROPERTY = 16,
+    /** A value of the wrong type for its property (or primary key). */
+    ATOLL_ERR_TYPE_MISMATCH = 17,
+    /** A required property, or the primary key, was missing or null. */
+    ATOLL_ERR_MISSING_VALUE = 18,
+    /** An unexpected failure inside the library or SQLite; the message says what. */
+    ATOLL_ERR_INTERNAL = 19
+} atoll_status_e;
+
+/** How atoll_object_create() treats an object whose primary key exists already. */
+typedef enum atoll_update_policy_e {
+    /** Fail with ATOLL_ERR_DUPLICATE_PRIMARY_KEY (Realm's .error). */
+    ATOLL_UPDATE_ERROR = 0,
+    /** Update the properties given, recording only those whose value changed (Realm's .modified). */
+    ATOLL_UPDATE_MODIFIED = 1,
+    /** Update the properties given, recording all of them as changed (Realm's .all). */
+    ATOLL_UPDATE_ALL = 2
+} atoll_update_policy_e;
+
+/** The last error of the calling thread. */
+typedef struct atoll_error {
+    int code;            /**< an atoll_status_e value */
+    const char *message; /**< borrowed; valid until the next atoll_ call on this thread */
+} atoll_error_t;
+
+/* MARK: - Library */
+
+/**
+ * The version of the library that is loaded, as MAJOR * 1000000 + MINOR * 1000 + PATCH.
+ * Compare with ATOLL_VERSION_NUMBER to detect a header/library mismatch.
+ * @return the version number. Never fails; any thread.
+ */
+int atoll_libversion_number(void);
+
+/**
+ * The version of the library that is loaded, as text ("0.1.0").
+ * @return a static string; never NULL; never free it. Any thread.
+ */
+const char *atoll_libversion(void);
+
+/**
+ * The error of the last failed call on this thread.
+ * @param out receives the code and message; may be NULL to only ask whether there is one.
+ *        out->message is borrowed: valid until the next atoll_ call on this thread.
+ * @return true when the last atoll_ call on this thread failed; false when it succeeded (then
+ *         *out is set to ATOLL_OK and an empty message). Any thread.
+ */
+bool atoll_last_error(atoll_error_t *out);
+
+/**
+ * The name of a status code, as spelled in this header ("ATOLL_ERR_NOT_FOUND").
+ * @param code a status code.
+ * @return a static string, or NULL for a code this version does not know. Any thread.
+ */
+const char *atoll_status_name(int code);
+
+/**
+ * Frees memory the library returned as char * (JSON text).
+ * @param ptr what an atoll_ function returned with "caller owns"; NULL is a no-op.
+ * Any thread.
+ */
+void atoll_free(void *ptr);
+
+/* MARK: - Realms */
+
+/**
+ * Opens (creating when needed) a realm.
+ *
+ * @param config_json a JSON object:
+ *   - "path" (string): the database file. Required unless "inMemory" is true.
+ *   - "inMemory" (bool, default false): keep the data in memory only. With a "path", handles
+ *     of this process that open the same path share one in-memory database, which lives until
+ *     the last of them closes; without one, the database is private to this handle.
+ *   - "schema" (array of object schemas, Realm JS notation, see docs/schema.md): the classes.
+ *     When absent, the schema stored in the file is used (an empty realm has none).
+ *   - "schemaVersion" (integer >= 0, default 0): the version of "schema".
+ *   - "readOnly" (bool, default false): open without the right to write; the file must exist.
+ *   - "writeTimeoutMs" (integer, default -1): how long atoll_realm_begin_write() waits for
+ *     another writer; -1 waits as long as it takes, as Realm does.
+ *   Opening an existing file whose schema differs from "schema" only by additions (new
+ *   classes, new properties, new indexes) adds them. Any other difference, or a lower
+ *   "schemaVersion" than the file's, fails with ATOLL_ERR_SCHEMA_MISMATCH naming each one.
+ * @return a new handle (caller owns; close with atoll_realm_close()), or NULL on failure:
+ *   ATOLL_ERR_INVALID_ARGUMENT (NULL, or bad configuration values), ATOLL_ERR_INVALID_JSON,
+ *   ATOLL_ERR_SCHEMA, ATOLL_ERR_SCHEMA_MISMATCH, ATOLL_ERR_FILE, ATOLL_ERR_BUSY.
+ * Any thread.
+ */
+atoll_realm_t *atoll_realm_open(const char *config_json);
+
+/**
+ * Closes a realm. A write transaction left open is cancelled (nothing of it is kept). Results
+ * of this realm fail with ATOLL_ERR_CLOSED from then on but must still be freed.
+ * @param realm the handle; NULL, or a realm closed already, is a no-op.
+ * Any thread; waits for a call running on the handle in another thread to return.
+ */
+void atoll_realm_close(atoll_realm_t *realm);
+
+/**
+ * Begins a write transaction, waiting (up to "writeTimeoutMs") while another handle or process
+ * holds the write lock. The handle then reads its own uncommitted writes.
+ * @return true on success; false with ATOLL_ERR_ALREADY_IN_WRITE, ATOLL_ERR_READ_ONLY,
+ *   ATOLL_ERR_BUSY, ATOLL_ERR_CLOSED, ATOLL_ERR_FILE.
+ * Any thread.
+ */
+bool atoll_realm_begin_write(atoll_realm_t *realm);
+
+/**
+ * Commits the write transaction: its changes and one change-log entry holding its instructions
+ * become durable and visible to other handles together.
+ * @return true on success; false with ATOLL_ERR_NOT_IN_WRITE, ATOLL_ERR_CLOSED, ATOLL_ERR_FILE
+ *   (then the transaction has been rolled back).
+ * Any thread.
+ */
+bool atoll_realm_commit(atoll_realm_t *realm);
+
+/**
+ * Cancels the write transaction: nothing written since atoll_realm_begin_write() is kept.
+ * @return true on success; false with ATOLL_ERR_NOT_IN_WRITE, ATOLL_ERR_CLOSED.
+ * Any thread.
+ */
+bool atoll_realm_cancel_write(atoll_realm_t *realm);
+
+/**
+ * Whether the handle is in a write transaction.
+ * @param out_in_write receives the answer.
+ * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+bool atoll_realm_is_in_write(atoll_realm_t *realm, bool *out_in_write);
+
+/**
+ * The realm's schema, as a JSON array of object schemas in the object form of docs/schema.md.
+ * @return JSON text (caller owns; free with atoll_free()), or NULL with ATOLL_ERR_CLOSED.
+ */
+char *atoll_realm_schema(atoll_realm_t *realm);
+
+/**
+ * The schema version stored in the file.
+ * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+bool atoll_realm_schema_version(atoll_realm_t *realm, uint64_t *out_version);
+
+/**
+ * The version of the newest change-log entry: 0 for a realm never written to, then one more
+ * for each commit that changed something (a commit that changed nothing adds no entry).
+ * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+bool atoll_realm_version(atoll_realm_t *realm, uint64_t *out_version);
+
+/**
+ * Reads the change log: the entries with a version greater than after_version, oldest first,
+ * as a JSON array of {"version": n, "timestamp": {"$date": ...}, "instructions": [...]}.
+ * Each instruction is an object with "op" ("create", "erase", "set", "listInsert",
+ * "listErase", "listSet", "listMove", "listClear"), "class", "primaryKey", "path" (the property,
+ * then indexes and property names into embedded objects) and, as the op needs, "value",
+ * "index" and "toIndex". See docs/changelog.md.
+ * @param max_entries at most this many entries; 0 means no limit.
+ * @return JSON text (caller owns; free with atoll_free()), or NULL with ATOLL_ERR_CLOSED.
+ */
+char *atoll_realm_changes(atoll_realm_t *realm, uint64_t after_version, size_t max_entries);
+
+/* MARK: - Objects */
+
+/**
+ * Creates an object, or updates the one with the same primary key as update_policy says.
+ * Properties left out take their schema default (or null, 0, "", empty list by type) on
+ * create, and are left unchanged on update. Links are given as the target's primary key, or as
+ * a whole object which is created or updated with the same policy. Embedded objects are given
+ * whole and replace the previous ones. Needs a write transaction. A failed call changes nothing.
+ * @param realm the handle.
+ * @param class_name the class.
+ * @param object_json a JSON object of property values.
+ * @param update_policy an atoll_update_policy_e.
+ * @return the object as stored, as JSON text (caller owns; free with atoll_free()); NULL with
+ *   ATOLL_ERR_NOT_IN_WRITE, ATOLL_ERR_INVALID_JSON, ATOLL_ERR_NO_SUCH_CLASS,
+ *   ATOLL_ERR_NO_SUCH_PROPERTY, ATOLL_ERR_TYPE_MISMATCH, ATOLL_ERR_MISSING_VALUE,
+ *   ATOLL_ERR_DUPLICATE_PRIMARY_KEY, ATOLL_ERR_NOT_FOUND (a link to a missing object),
+ *   ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+char *atoll_object_create(atoll_realm_t *realm, const char *class_name, const char *object_json,
+                          int update_policy);
+
+/**
+ * atoll_object_create() for jansson hosts.
+ * @param object borrowed reference; not modified.
+ * @return new reference to the stored object, or NULL (same errors).
+ */
+struct json_t *atoll_object_create_j(atoll_realm_t *realm, const char *class_name,
+                                     struct json_t *object, int update_policy);
+
+/**
+ * Creates or updates many objects of one class in one call; all or nothing: when one fails,
+ * none of them is kept and the error names the index of the one that failed.
+ * @param array_json a JSON array of objects.
+ * @param out_count receives how many objects were written; may be NULL.
+ * @return true on success; false with the errors of atoll_object_create().
+ */
+bool atoll_objects_create_many(atoll_realm_t *realm, const char *class_name,
+                               const char *array_json, int update_policy, size_t *out_count);
+
+/**
+ * atoll_objects_create_many() for jansson hosts.
+ * @param array borrowed reference to a JSON array; not modified.
+ */
+bool atoll_objects_create_many_j(atoll_realm_t *realm, const char *class_name,
+                                 struct json_t *array, int update_policy, size_t *out_count);
+
+/**
+ * Reads the object with a primary key.
+ * @param primary_key_json the key as JSON: 5, "abc", {"$oid": "..."}, {"$uuid": "..."}.
+ * @return the object as JSON text (caller owns; free with atoll_free()); NULL with
+ *   ATOLL_ERR_NOT_FOUND when there is no such object, or ATOLL_ERR_INVALID_JSON,
+ *   ATOLL_ERR_NO_SUCH_CLASS, ATOLL_ERR_TYPE_MISMATCH (a key of the wrong type; also for a
+ *   class without primary key), ATOLL_ERR_CLOSED.
+ */
+char *atoll_object_get(atoll_realm_t *realm, const char *class_name, const char *primary_key_json);
+
+/**
+ * atoll_object_get() for jansson hosts.
+ * @param primary_key borrowed reference.
+ * @return new reference, or NULL (same errors).
+ */
+struct json_t *atoll_object_get_j(atoll_realm_t *realm, const char *class_name,
+                                  struct json_t *primary_key);
+
+/**
+ * Deletes the object with a primary key, with the embedded objects it owns. Links to it become
+ * null and lists drop it. Needs a write transaction.
+ * @return true on success; false with ATOLL_ERR_NOT_FOUND, ATOLL_ERR_NOT_IN_WRITE,
+ *   ATOLL_ERR_INVALID_JSON, ATOLL_ERR_NO_SUCH_CLASS, ATOLL_ERR_TYPE_MISMATCH, ATOLL_ERR_CLOSED.
+ */
+bool atoll_object_delete(atoll_realm_t *realm, const char *class_name, const char *primary_key_json);
+
+/**
+ * atoll_object_delete() for jansson hosts.
+ * @param primary_key borrowed reference.
+ */
+bool atoll_object_delete_j(atoll_realm_t *realm, const char *class_name, struct json_t *primary_key);
+
+/* MARK: - Results */
+
+/**
+ * Runs a query (Realm Query Language, see docs/query-language.md) over one class.
+ * The query is checked here; the objects are read when asked for, each call seeing the data as
+ * of that call (inside a write transaction, including its uncommitted writes).
+ * @param rql the query; NULL or "" means all objects ("TRUEPREDICATE").
+ * @param args_json NULL, or a JSON array of the values for $0, $1, ...
+ * @return a new handle (caller owns; free with atoll_results_free()), or NULL with
+ *   ATOLL_ERR_QUERY_SYNTAX, ATOLL_ERR_QUERY_INVALID, ATOLL_ERR_NO_SUCH_CLASS,
+ *   ATOLL_ERR_INVALID_JSON, ATOLL_ERR_CLOSED.
+ */
+atoll_results_t *atoll_results_query(atoll_realm_t *realm, const char *class_name,
+                                     const char *rql, const char *args_json);
+
+/**
+ * atoll_results_query() for jansson hosts.
+ * @param args NULL or a borrowed reference to a JSON array.
+ */
+atoll_results_t *atoll_results_query_j(atoll_realm_t *realm, const char *class_name,
+                                       const char *rql, struct json_t *args);
+
+/**
+ * How many objects match now.
+ * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+bool atoll_results_count(atoll_results_t *results, size_t *out_count);
+
+/**
+ * Reads matching objects, in order, from offset on.
+ * @param limit at most this many; 0 means all from offset on.
+ * @return a JSON array (caller owns; free with atoll_free()); an offset past the end gives
+ *   "[]"; NULL with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+char *atoll_results_json(atoll_results_t *results, size_t offset, size_t limit);
+
+/**
+ * atoll_results_json() for jansson hosts.
+ * @return new reference to a JSON array, or NULL (same errors).
+ */
+struct json_t *atoll_results_json_j(atoll_results_t *results, size_t offset, size_t limit);
+
+/**
+ * Deletes every object that matches now, as atoll_object_delete() would. Needs a write
+ * transaction.
+ * @param out_count receives how many were deleted; may be NULL.
+ * @return true on success; false with ATOLL_ERR_NOT_IN_WRITE, ATOLL_ERR_CLOSED.
+ */
+bool atoll_results_delete_all(atoll_results_t *results, size_t *out_count);
+
+/**
+ * Frees results.
+ * @param results the handle; NULL is a no-op. Any thread.
+ */
+void atoll_results_free(atoll_results_t *results);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATOLL_H */
