@@ -24,9 +24,5 @@ let package = Package(
             dependencies: ["AtollStore", "AtollJSON", "CJansson"],
             linkerSettings: [.unsafeFlags(["-Xlinker", "-soname=libatoll.so.0"])]
         ),
-        .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite"],
-                          path: "bench/swift"),
-        .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore"]),
-        .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore"]),
     ]
 )

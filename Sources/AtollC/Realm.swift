@@ -1,0 +1,85 @@
+import AtollJSON
+import AtollStore
+import CJansson
+
+// atoll_realm_*: open, close, transactions, schema, versions and the change log.
+
+@_cdecl("atoll_realm_open")
+public func atoll_realm_open(_ config: UnsafePointer<CChar>?) -> OpaquePointer? {
+    call(nil) {
+        guard let config else { throw AtollError(.invalidArgument, "config_json is NULL") }
+        let store = try Store(try ConfigurationJSON.configuration(config))
+        return handles.insert(.realm(store))
+    }
+}
+
+@_cdecl("atoll_realm_close")
+public func atoll_realm_close(_ realm: OpaquePointer?) {
+    call(()) {
+        guard let realm, case .realm(let s) = handles.get(realm) else { return }
+        s.close()
+        handles.replace(realm, with: .closedRealm)
+    }
+}
+
+@_cdecl("atoll_realm_begin_write")
+public func atoll_realm_begin_write(_ realm: OpaquePointer?) -> Bool {
+    call(false) { try store(realm).beginWrite(); return true }
+}
+
+@_cdecl("atoll_realm_commit")
+public func atoll_realm_commit(_ realm: OpaquePointer?) -> Bool {
+    call(false) { try store(realm).commit(); return true }
+}
+
+@_cdecl("atoll_realm_cancel_write")
+public func atoll_realm_cancel_write(_ realm: OpaquePointer?) -> Bool {
+    call(false) { try store(realm).cancelWrite(); return true }
+}
+
+@_cdecl("atoll_realm_is_in_write")
+public func atoll_realm_is_in_write(_ realm: OpaquePointer?, _ out: UnsafeMutablePointer<Bool>?) -> Bool {
+    call(false) {
+        let s = try store(realm)
+        guard let out else { throw AtollError(.invalidArgument, "out_in_write is NULL") }
+        guard !s.isClosed else { throw AtollError(.closed, "the realm is closed") }
+        out.pointee = s.isInWrite
+        return true
+    }
+}
+
+@_cdecl("atoll_realm_schema")
+public func atoll_realm_schema(_ realm: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
+    call(nil) {
+        let s = try store(realm)
+        return try s.withLock { try textResult(SchemaJSON.make(s.schema)) }
+    }
+}
+
+@_cdecl("atoll_realm_schema_version")
+public func atoll_realm_schema_version(_ realm: OpaquePointer?, _ out: UnsafeMutablePointer<UInt64>?) -> Bool {
+    call(false) {
+        let s = try store(realm)
+        guard let out else { throw AtollError(.invalidArgument, "out_version is NULL") }
+        out.pointee = try s.withLock { s.schemaVersion }
+        return true
+    }
+}
+
+@_cdecl("atoll_realm_version")
+public func atoll_realm_version(_ realm: OpaquePointer?, _ out: UnsafeMutablePointer<UInt64>?) -> Bool {
+    call(false) {
+        let s = try store(realm)
+        guard let out else { throw AtollError(.invalidArgument, "out_version is NULL") }
+        out.pointee = try s.version()
+        return true
+    }
+}
+
+@_cdecl("atoll_realm_changes")
+public func atoll_realm_changes(_ realm: OpaquePointer?, _ after: UInt64, _ maxEntries: Int) -> UnsafeMutablePointer<CChar>? {
+    call(nil) {
+        let sets = try store(realm).changes(after: after, limit: maxEntries == 0 ? nil : maxEntries)
+        return try textResult(ChangeLogJSON.make(sets))
+    }
+}

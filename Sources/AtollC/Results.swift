@@ -1,0 +1,82 @@
+import AtollJSON
+import AtollStore
+import CJansson
+
+// atoll_results_*: queries and reading their objects.
+
+private func query(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ rql: UnsafePointer<CChar>?,
+                   _ args: JSONRef?) throws -> OpaquePointer {
+    let s = try store(realm)
+    let name = try text(className, "class_name")
+    let queryText = rql == nil ? "" : try text(rql, "rql")
+    var arguments = [Value]()
+    if let args {
+        guard case .list(let items) = try EJSON.value(args) else {
+            throw AtollError(.invalidJSON, "args must be a JSON array, not \(EJSON.kind(args))")
+        }
+        arguments = items
+    }
+    return handles.insert(.results(try s.objects(name, where: queryText, arguments)))
+}
+
+@_cdecl("atoll_results_query")
+public func atoll_results_query(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
+                                _ rql: UnsafePointer<CChar>?, _ argsJSON: UnsafePointer<CChar>?) -> OpaquePointer? {
+    call(nil) {
+        guard let argsJSON else { return try query(realm, className, rql, nil) }
+        let args = try json(argsJSON, "args_json")
+        defer { json_decref(args) }
+        return try query(realm, className, rql, args)
+    }
+}
+
+@_cdecl("atoll_results_query_j")
+public func atoll_results_query_j(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
+                                  _ rql: UnsafePointer<CChar>?, _ args: JSONRef?) -> OpaquePointer? {
+    call(nil) { try query(realm, className, rql, args) }
+}
+
+@_cdecl("atoll_results_count")
+public func atoll_results_count(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> Bool {
+    call(false) {
+        let r = try results(handle)
+        guard let out else { throw AtollError(.invalidArgument, "out_count is NULL") }
+        out.pointee = try r.count()
+        return true
+    }
+}
+
+private func page(_ handle: OpaquePointer?, _ offset: Int, _ limit: Int) throws -> JSONRef {
+    let r = try results(handle)
+    let docs = try r.documents(offset: offset, limit: limit == 0 ? nil : limit)
+    let array = json_array()!
+    for doc in docs { json_array_append_new(array, EJSON.make(doc)) }
+    return array
+}
+
+@_cdecl("atoll_results_json")
+public func atoll_results_json(_ handle: OpaquePointer?, _ offset: Int, _ limit: Int) -> UnsafeMutablePointer<CChar>? {
+    call(nil) { try textResult(try page(handle, offset, limit)) }
+}
+
+@_cdecl("atoll_results_json_j")
+public func atoll_results_json_j(_ handle: OpaquePointer?, _ offset: Int, _ limit: Int) -> JSONRef? {
+    call(nil) { try page(handle, offset, limit) }
+}
+
+@_cdecl("atoll_results_delete_all")
+public func atoll_results_delete_all(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> Bool {
+    call(false) {
+        let n = try results(handle).deleteAll()
+        out?.pointee = n
+        return true
+    }
+}
+
+@_cdecl("atoll_results_free")
+public func atoll_results_free(_ handle: OpaquePointer?) {
+    call(()) {
+        guard let handle, case .results = handles.get(handle) else { return }
+        handles.replace(handle, with: nil)
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+
+/// A token of the query language, with its position (a character offset) for messages.
+struct Token: Equatable {
+    enum Kind: Equatable {
+        case identifier(String)     // name, or keyword (matched case-insensitively by the parser)
+        case atKeyword(String)      // @count, @size, ... (lowercased)
+        case string(String)
+        case int(Int64)
+        case double(Double)
+        case argument(Int)          // $0
+        case op(String)             // == != < <= > >= && || ! = <>
+        case modifier(String)       // [c] [d] [cd]
+        case punct(Character)       // ( ) { } , .
+        case timestamp(Timestamp)   // T12:0 or 2026-01-01@12:00:00
+        case typed(String, String)  // oid(...) / uuid(...): the name (lowercased) and the raw text
+        case end
+    }
+    var kind: Kind
+    var position: Int
+    var text: String
+}
+
+/// Splits query text into tokens.
+struct Lexer {
+    private let chars: [Character]
+    private var i = 0
+
+    init(_ text: String) { chars = Array(text) }
+
+    static func tokenize(_ text: String) throws -> [Token] {
+        var lexer = Lexer(text)
+        var tokens = [Token]()
+        while true {
+            let t = try lexer.next()
+            tokens.append(t)
+            if t.kind == .end { return tokens }
+        }
+    }
+
+    private func error(_ message: String, at position: Int) -> AtollError {
+        AtollError(.querySyntax, "\(message) at position \(position)")
+    }
+
+    private func peek(_ k: Int = 0) -> Character? { i + k < chars.count ? chars[i + k] : nil }
+
+    mutating func next() throws -> Token {
+        while let c = peek(), c.isWhitespace { i += 1 }
+        let start = i
+        guard let c = peek() else { return Token(kind: .end, position: i, text: "") }
+        func token(_ kind: Token.Kind) -> Token { Token(kind: kind, position: start, text: String(chars[start..<i])) }
+
+        if c == "'" || c == "\"" { return token(.string(try string(quote: c))) }
+        if c == "$" {
+            i += 1
+            var digits = ""
+            while let d = peek(), d.isASCII, d.isNumber { digits.append(d); i += 1 }
+            guard let n = Int(digits) else { throw error("expected an argument number after '$'", at: start) }
+            return token(.argument(n))
+        }
+        if c == "@" {
+            i += 1
+            var name = ""
+            while let d = peek(), d.isLetter || d.isNumber || d == "_" { name.append(d); i += 1 }
+            guard !name.isEmpty else { throw error("expected a name after '@'", at: start) }
+            return token(.atKeyword(name.lowercased()))
+        }
+        if c.isASCII, c.isNumber || ((c == "-" || c == "+") && (peek(1)?.isNumber ?? false) && (peek(1)?.isASCII ?? false)) {
+            if let ts = try dateLiteral() { return token(.timestamp(ts)) }
+            return token(try number())
+        }
+        if c.isLetter || c == "_" {
+            if c == "T", let n = peek(1), n.isNumber || n == "-", let ts = try epochLiteral() { return token(.timestamp(ts)) }
+            var name = ""
+            while let d = peek(), d.isLetter || d.isNumber || d == "_" || d == "$" { name.append(d); i += 1 }
+            if ["oid", "uuid"].contains(name.lowercased()), peek() == "(" {
+                i += 1
+                var body = ""
+                while let d = peek(), d != ")" { body.append(d); i += 1 }
+                guard peek() == ")" else { throw error("unterminated '\(name)('", at: start) }
+                i += 1
+                return token(.typed(name.lowercased(), body.trimmingCharacters(in: .whitespaces)))
+            }
+            return token(.identifier(name))
+        }
+        if c == "[" {
+            var body = ""
+            i += 1
+            while let d = peek(), d != "]" { body.append(d); i += 1 }
+            guard peek() == "]" else { throw error("unterminated '['", at: start) }
+            i += 1
+            let m = body.lowercased()
+            guard ["c", "d", "cd", "dc"].contains(m) else { throw error("unknown modifier '[\(body)]'", at: start) }
+            return token(.modifier(m))
+        }
+        let two = peek(1).map { String([c, $0]) } ?? ""
+        if ["==", "!=", "<=", ">=", "=<", "=>", "&&", "||", "<>"].contains(two) {
+            i += 2
+            return token(.op(two))
+        }
+        if "<>=!".contains(c) { i += 1; return token(.op(String(c))) }
+        if "(){},.".contains(c) { i += 1; return token(.punct(c)) }
+        throw error("unexpected character '\(c)'", at: start)
+    }
+
+    private mutating func string(quote: Character) throws -> String {
+        let start = i
+        i += 1
+        var out = ""
+        while let c = peek() {
+            i += 1
+            if c == quote { return out }
+            if c == "\\" {
+                guard let e = peek() else { break }
+                i += 1
+                switch e {
+                case "n": out.append("\n")
+                case "t": out.append("\t")
+                case "r": out.append("\r")
+                case "0": out.append("\0")
+                case "u":
+                    let hex = String(chars[i..<min(i + 4, chars.count)])
+                    guard hex.count == 4, let v = UInt32(hex, radix: 16), let s = Unicode.Scalar(v) else {
+                        throw error("bad \\u escape", at: i - 2)
+                    }
+                    out.unicodeScalars.append(s)
+                    i += 4
+                default: out.append(e)
+                }
+            } else {
+                out.append(c)
+            }
+        }
+        throw error("unterminated string", at: start)
+    }
+
+    private mutating func number() throws -> Token.Kind {
+        let start = i
+        var text = ""
+        if let c = peek(), c == "-" || c == "+" { text.append(c); i += 1 }
+        if peek() == "0", let x = peek(1), x == "x" || x == "X" {
+            i += 2
+            var hex = ""
+            while let d = peek(), d.isHexDigit { hex.append(d); i += 1 }
+            guard let v = Int64(hex, radix: 16) else { throw error("bad hexadecimal number", at: start) }
+            return .int(text == "-" ? -v : v)
+        }
+        var isDouble = false
+        while let d = peek(), d.isASCII, d.isNumber || d == "." || d == "e" || d == "E"
+                || ((d == "-" || d == "+") && (text.last == "e" || text.last == "E")) {
+            if d == "." {
+                // "1.5" is a number; a "." not followed by a digit ends it.
+                guard let n = peek(1), n.isASCII, n.isNumber else { break }
+            }
+            if d == "." || d == "e" || d == "E" { isDouble = true }
+            text.append(d)
+            i += 1
+        }
+        if !isDouble, let v = Int64(text) { return .int(v) }
+        guard let v = Double(text) else { throw error("bad number '\(text)'", at: start) }
+        return .double(v)
+    }
+
+    /// `YYYY-MM-DD@HH:MM:SS[:NANOS]`, Realm's readable timestamp.
+    private mutating func dateLiteral() throws -> Timestamp? {
+        var j = i
+        var text = ""
+        while j < chars.count, chars[j].isNumber || "-@:.".contains(chars[j]) || chars[j] == "T" && text.count == 10 {
+            text.append(chars[j])
+            j += 1
+        }
+        guard text.contains("@") || (text.count >= 10 && text.dropFirst(4).first == "-" && text.contains(":")) else { return nil }
+        let parts = text.split(separator: "@", maxSplits: 1).map(String.init)
+        var iso = parts[0]
+        if parts.count == 2 {
+            let time = parts[1].split(separator: ":").map(String.init)
+            guard time.count == 3 || time.count == 4 else { throw error("bad timestamp '\(text)'", at: i) }
+            iso += "T" + time[0...2].joined(separator: ":")
+            if time.count == 4 {
+                let nanos = time[3]
+                iso += "." + String(repeating: "0", count: max(0, 9 - nanos.count)) + nanos
+            }
+            iso += "Z"
+        } else if !iso.hasSuffix("Z") {
+            iso += "Z"
+        }
+        guard let ts = Timestamp(iso8601: iso) else { throw error("bad timestamp '\(text)'", at: i) }
+        i = j
+        return ts
+    }
+
+    /// `T<seconds>:<nanoseconds>`, Realm's epoch timestamp.
+    private mutating func epochLiteral() throws -> Timestamp? {
+        var j = i + 1
+        var text = ""
+        while j < chars.count, chars[j].isNumber || chars[j] == ":" || chars[j] == "-" { text.append(chars[j]); j += 1 }
+        let parts = text.split(separator: ":")
+        guard parts.count == 2, let s = Int64(parts[0]), let ns = Int64(parts[1]) else { return nil }
+        i = j
+        return Timestamp(milliseconds: s * 1000 + ns / 1_000_000)
+    }
+}

@@ -1,0 +1,273 @@
+/// The parsed form of a query.
+struct Query {
+    var predicate: Predicate
+    var descriptors: [Descriptor]
+}
+
+indirect enum Predicate {
+    case constant(Bool)
+    case and(Predicate, Predicate)
+    case or(Predicate, Predicate)
+    case not(Predicate)
+    case comparison(Comparison)
+}
+
+enum Quantifier { case any, all, none }
+
+struct Comparison {
+    enum Op: String {
+        case equal = "==", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
+        case beginsWith = "BEGINSWITH", endsWith = "ENDSWITH", contains = "CONTAINS", like = "LIKE"
+        case `in` = "IN", between = "BETWEEN"
+    }
+    var quantifier: Quantifier?
+    var left: Expression
+    var op: Op
+    var right: Expression
+    var caseInsensitive = false
+    var diacriticInsensitive = false
+    var position: Int
+}
+
+enum Expression {
+    case keyPath([String], position: Int)
+    case constant(Value)
+    case argument(Int, position: Int)
+    case list([Expression])
+}
+
+enum Descriptor {
+    case sort([(path: [String], ascending: Bool, position: Int)])
+    case distinct([(path: [String], position: Int)])
+    case limit(Int)
+}
+
+/// Recursive-descent parser for the query language (grammar in docs/query-language.md).
+struct Parser {
+    private var tokens: [Token]
+    private var i = 0
+
+    static func parse(_ text: String) throws -> Query {
+        var p = Parser(tokens: try Lexer.tokenize(text))
+        return try p.query()
+    }
+
+    private init(tokens: [Token]) { self.tokens = tokens }
+
+    private var current: Token { tokens[i] }
+
+    private func error(_ message: String, _ token: Token? = nil) -> AtollError {
+        let t = token ?? current
+        let near = t.kind == .end ? "at the end of the query" : "at position \(t.position) near '\(t.text)'"
+        return AtollError(.querySyntax, "\(message) \(near)")
+    }
+
+    private func isKeyword(_ word: String, _ t: Token? = nil) -> Bool {
+        if case .identifier(let name) = (t ?? current).kind { return name.uppercased() == word }
+        return false
+    }
+
+    private mutating func accept(keyword word: String) -> Bool {
+        guard isKeyword(word) else { return false }
+        i += 1
+        return true
+    }
+
+    private mutating func accept(op: String) -> Bool {
+        guard case .op(let o) = current.kind, o == op else { return false }
+        i += 1
+        return true
+    }
+
+    private mutating func accept(_ c: Character) -> Bool {
+        guard case .punct(let p) = current.kind, p == c else { return false }
+        i += 1
+        return true
+    }
+
+    private mutating func expect(_ c: Character) throws {
+        guard accept(c) else { throw error("expected '\(c)'") }
+    }
+
+    private static let descriptorWords: Set<String> = ["SORT", "DISTINCT", "LIMIT"]
+
+    mutating func query() throws -> Query {
+        var predicate = Predicate.constant(true)
+        if current.kind != .end, !Parser.descriptorWords.contains(where: { isKeyword($0) }) {
+            predicate = try or()
+        }
+        var descriptors = [Descriptor]()
+        while current.kind != .end {
+            if accept(keyword: "SORT") {
+                try expect("(")
+                var keys = [([String], Bool, Int)]()
+                repeat {
+                    let position = current.position
+                    let path = try keyPath()
+                    var ascending = true
+                    if accept(keyword: "ASC") || accept(keyword: "ASCENDING") {
+                    } else if accept(keyword: "DESC") || accept(keyword: "DESCENDING") {
+                        ascending = false
+                    } else {
+                        throw error("expected ASC or DESC")
+                    }
+                    keys.append((path, ascending, position))
+                } while accept(",")
+                try expect(")")
+                descriptors.append(.sort(keys.map { (path: $0.0, ascending: $0.1, position: $0.2) }))
+            } else if accept(keyword: "DISTINCT") {
+                try expect("(")
+                var keys = [([String], Int)]()
+                repeat {
+                    let position = current.position
+                    keys.append((try keyPath(), position))
+                } while accept(",")
+                try expect(")")
+                descriptors.append(.distinct(keys.map { (path: $0.0, position: $0.1) }))
+            } else if accept(keyword: "LIMIT") {
+                try expect("(")
+                guard case .int(let n) = current.kind, n >= 0 else { throw error("LIMIT needs a non-negative integer") }
+                i += 1
+                try expect(")")
+                descriptors.append(.limit(Int(clamping: n)))
+            } else {
+                throw error("unexpected token")
+            }
+        }
+        return Query(predicate: predicate, descriptors: descriptors)
+    }
+
+    private mutating func or() throws -> Predicate {
+        var left = try and()
+        while accept(keyword: "OR") || accept(op: "||") { left = .or(left, try and()) }
+        return left
+    }
+
+    private mutating func and() throws -> Predicate {
+        var left = try not()
+        while accept(keyword: "AND") || accept(op: "&&") { left = .and(left, try not()) }
+        return left
+    }
+
+    private mutating func not() throws -> Predicate {
+        if accept(keyword: "NOT") || accept(op: "!") { return .not(try not()) }
+        return try primary()
+    }
+
+    private mutating func primary() throws -> Predicate {
+        if accept("(") {
+            let p = try or()
+            try expect(")")
+            return p
+        }
+        if accept(keyword: "TRUEPREDICATE") { return .constant(true) }
+        if accept(keyword: "FALSEPREDICATE") { return .constant(false) }
+        return .comparison(try comparison())
+    }
+
+    private mutating func comparison() throws -> Comparison {
+        let position = current.position
+        var quantifier: Quantifier?
+        if accept(keyword: "ANY") || accept(keyword: "SOME") { quantifier = .any }
+        else if accept(keyword: "ALL") { quantifier = .all }
+        else if accept(keyword: "NONE") { quantifier = Quantifier.none }
+        let left = try expression()
+        let opToken = current
+        let op: Comparison.Op
+        switch current.kind {
+        case .op(let o):
+            switch o {
+            case "==", "=": op = .equal
+            case "!=", "<>": op = .notEqual
+            case "<": op = .less
+            case "<=", "=<": op = .lessOrEqual
+            case ">": op = .greater
+            case ">=", "=>": op = .greaterOrEqual
+            default: throw error("expected a comparison operator")
+            }
+        case .identifier(let word):
+            guard let o = Comparison.Op(rawValue: word.uppercased()), ![.equal].contains(o),
+                  Comparison.Op.allWords.contains(word.uppercased()) else {
+                throw error("expected a comparison operator")
+            }
+            op = o
+        default:
+            throw error(current.kind == .end ? "expected a comparison operator" : "expected a comparison operator")
+        }
+        i += 1
+        var c = Comparison(quantifier: quantifier, left: left, op: op, right: .constant(.null), position: position)
+        if case .modifier(let m) = current.kind {
+            c.caseInsensitive = m.contains("c")
+            c.diacriticInsensitive = m.contains("d")
+            i += 1
+        }
+        if op == .between {
+            guard case .punct("{") = current.kind else { throw error("BETWEEN needs {low, high}") }
+        }
+        c.right = try expression()
+        if op == .between {
+            guard case .list(let items) = c.right, items.count == 2 else {
+                throw error("BETWEEN needs exactly two values {low, high}", opToken)
+            }
+        }
+        return c
+    }
+
+    private mutating func expression() throws -> Expression {
+        let t = current
+        switch t.kind {
+        case .string(let s): i += 1; return .constant(.string(s))
+        case .int(let v): i += 1; return .constant(.int(v))
+        case .double(let v): i += 1; return .constant(.double(v))
+        case .timestamp(let ts): i += 1; return .constant(.date(ts))
+        case .argument(let n): i += 1; return .argument(n, position: t.position)
+        case .typed(let name, let body):
+            i += 1
+            if name == "oid" {
+                guard let o = ObjectId(hex: body) else { throw error("bad ObjectId '\(body)'", t) }
+                return .constant(.objectId(o))
+            }
+            guard let u = UUID(uuidString: body) else { throw error("bad UUID '\(body)'", t) }
+            return .constant(.uuid(u))
+        case .punct("{"):
+            i += 1
+            var items = [Expression]()
+            if !accept("}") {
+                repeat { items.append(try expression()) } while accept(",")
+                try expect("}")
+            }
+            return .list(items)
+        case .identifier(let word):
+            switch word.lowercased() {
+            case "true": i += 1; return .constant(.bool(true))
+            case "false": i += 1; return .constant(.bool(false))
+            case "null", "nil": i += 1; return .constant(.null)
+            default: break
+            }
+            return .keyPath(try keyPath(), position: t.position)
+        case .atKeyword:
+            return .keyPath(try keyPath(), position: t.position)
+        default:
+            throw error(t.kind == .end ? "expected a value or property" : "expected a value or property")
+        }
+    }
+
+    private mutating func keyPath() throws -> [String] {
+        var parts = [String]()
+        repeat {
+            switch current.kind {
+            case .identifier(let name): parts.append(name)
+            case .atKeyword(let name): parts.append("@" + name)
+            default: throw error("expected a property name")
+            }
+            i += 1
+        } while accept(".")
+        return parts
+    }
+}
+
+extension Comparison.Op {
+    static let allWords: Set<String> = ["BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "IN", "BETWEEN"]
+}
+
+import Foundation

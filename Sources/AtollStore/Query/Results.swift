@@ -1,0 +1,116 @@
+/// The objects of one class that match a query, in the query's order.
+///
+/// A `Results` holds the compiled query, not the objects: each read runs it against the data
+/// as it is then (inside a write transaction, with its uncommitted writes).
+public final class Results: @unchecked Sendable {
+    public let store: Store
+    public let className: String
+    let info: ClassInfo
+    let compiled: CompiledQuery
+
+    init(store: Store, info: ClassInfo, compiled: CompiledQuery) {
+        self.store = store
+        self.className = info.name
+        self.info = info
+        self.compiled = compiled
+    }
+
+    /// How many objects match now.
+    public func count() throws -> Int {
+        try store.locked { conn in
+            var sql = "SELECT count(*) \(compiled.from) WHERE \(compiled.condition)"
+            if let limit = compiled.limit { sql = "SELECT min(count(*), \(limit)) \(compiled.from) WHERE \(compiled.condition)" }
+            let s = try conn.statement(sql)
+            s.bind(compiled.parameters)
+            _ = try s.step()
+            defer { s.reset() }
+            return Int(s.int64(0))
+        }
+    }
+
+    /// The row keys of the matching objects, in order, from `offset` on (at most `limit`).
+    public func keys(offset: Int = 0, limit: Int? = nil) throws -> [ObjectKey] {
+        try store.locked { conn in
+            let s = try page("SELECT t.\(info.rowKey)", offset: offset, limit: limit, conn)
+            var keys = [ObjectKey]()
+            while try s.step() { keys.append(ObjectKey(s.int64(0))) }
+            s.reset()
+            return keys
+        }
+    }
+
+    /// The matching objects, in order, from `offset` on (at most `limit`).
+    public func documents(offset: Int = 0, limit: Int? = nil) throws -> [Document] {
+        try store.locked { conn in
+            let s = try page(info.selectList, offset: offset, limit: limit, conn)
+            var rows = [[SQLValue]]()
+            let width = Int32(info.columns.count + 1)
+            while try s.step() { rows.append((0..<width).map { s.sqlValue($0) }) }
+            s.reset()
+            return try rows.map { try store.document(info, $0, conn) }
+        }
+    }
+
+    /// Deletes every matching object (as `Store.delete` would).
+    /// - Returns: how many were deleted.
+    @discardableResult
+    public func deleteAll() throws -> Int {
+        let keys = try keys()
+        return try store.writeOperation("deleteAll") { conn, state in
+            for key in keys { try store.erase(info, key.rawValue, conn, state.recorder) }
+            return keys.count
+        }
+    }
+
+    private func page(_ select: String, offset: Int, limit: Int?, _ conn: Connection) throws -> Statement {
+        var count = limit.map { Int64($0) } ?? -1
+        if let cap = compiled.limit {
+            let left = Int64(max(0, cap - offset))
+            count = count < 0 ? left : min(count, left)
+        }
+        let n = compiled.parameters.count
+        let s = try conn.statement("\(select) \(compiled.from) WHERE \(compiled.condition) ORDER BY \(compiled.orderBy) LIMIT ?\(n + 1) OFFSET ?\(n + 2)")
+        s.bind(compiled.parameters)
+        s.bind(Int32(n + 1), count)
+        s.bind(Int32(n + 2), Int64(max(0, offset)))
+        return s
+    }
+}
+
+extension Store {
+    /// The objects of a class that match a query (Realm Query Language, see
+    /// docs/query-language.md); an empty query matches all.
+    ///
+    /// ```swift
+    /// let old = try store.objects("Dog", where: "age > $0 SORT(name ASC)", [.int(10)])
+    /// ```
+    /// - Throws: `.noSuchClass`, `.querySyntax` (with the position), `.queryInvalid` (unknown
+    ///   property, wrong argument type or count).
+    public func objects(_ className: String, where query: String = "", _ arguments: [Value] = []) throws -> Results {
+        try locked { conn in
+            let info = try classInfo(className)
+            let parsed = try Parser.parse(query)
+            let compiled = try QueryCompiler(store: self, conn: conn, root: info, arguments: arguments).compile(parsed)
+            return Results(store: self, info: info, compiled: compiled)
+        }
+    }
+
+    /// The number of rows of a class, cached until this or another connection commits.
+    func rowCount(_ info: ClassInfo, _ conn: Connection) throws -> Int {
+        let v = try conn.statement("PRAGMA data_version")
+        _ = try v.step()
+        let stamp = v.int64(0)
+        v.reset()
+        if stamp != rowCountStamp || write != nil {
+            rowCounts = [:]
+            rowCountStamp = write == nil ? stamp : -1
+        }
+        if let n = rowCounts[info.name] { return n }
+        let s = try conn.statement("SELECT count(*) FROM \(info.table)")
+        _ = try s.step()
+        let n = Int(s.int64(0))
+        s.reset()
+        rowCounts[info.name] = n
+        return n
+    }
+}

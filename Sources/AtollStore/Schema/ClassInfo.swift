@@ -1,0 +1,66 @@
+/// How one class is laid out in SQLite, with the SQL that reads and writes it.
+///
+/// - One STRICT table per class, named after the class. Its row key is an `INTEGER PRIMARY KEY`:
+///   the primary key itself for classes with an int primary key, else a hidden `_atoll_key`.
+/// - Other primary keys are a `UNIQUE NOT NULL` column. Scalars and to-one links (the target's
+///   row key) are columns; lists live in side tables `"<Class>.<property>"` keyed by
+///   (owner, position).
+/// - Embedded objects are rows of their class's table, owned by exactly one link.
+final class ClassInfo {
+    let schema: ObjectSchema
+    let name: String
+    let table: String
+    let rowKey: String
+    let primaryKey: Property?
+    let primaryKeyIsRowKey: Bool
+    /// Properties stored as columns (everything but lists), in schema order.
+    let columns: [Property]
+    let lists: [Property]
+    /// `SELECT rowkey, columns... FROM table` (append a WHERE clause).
+    let selectColumns: String
+    /// `SELECT t.rowkey, t.columns...` (append a FROM clause with the table as `t`).
+    let selectList: String
+    let insertSQL: String
+    let insertColumns: [Property]
+
+    init(_ schema: ObjectSchema) {
+        self.schema = schema
+        name = schema.name
+        table = quote(schema.name)
+        primaryKey = schema.primaryKeyProperty
+        primaryKeyIsRowKey = primaryKey?.type == .int
+        rowKey = primaryKeyIsRowKey ? quote(primaryKey!.name) : quote("_atoll_key")
+        columns = schema.properties.filter { !$0.isList }
+        lists = schema.properties.filter { $0.isList }
+        let columnList = columns.map { "t." + quote($0.name) }
+        selectList = "SELECT " + (["t." + rowKey] + columnList).joined(separator: ", ")
+        selectColumns = selectList + " FROM \(table) AS t"
+        insertColumns = columns
+        let names = columns.map { quote($0.name) }.joined(separator: ", ")
+        let params = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+        insertSQL = columns.isEmpty ? "INSERT INTO \(table) DEFAULT VALUES"
+            : "INSERT INTO \(table) (\(names)) VALUES (\(params))"
+    }
+
+    func listTable(_ p: Property) -> String { quote("\(name).\(p.name)") }
+
+    func indexName(_ p: Property) -> String { quote("\(name).\(p.name).index") }
+
+    /// `WHERE` clause text that finds an object by primary key.
+    var primaryKeyColumn: String { primaryKey.map { quote($0.name) } ?? rowKey }
+}
+
+extension PropertyType {
+    /// A SQL literal of a canonical value, for DEFAULT clauses.
+    func sqlLiteral(_ value: Value) -> String {
+        switch sqlValue(value) {
+        case .null: return "NULL"
+        case .integer(let i): return String(i)
+        case .real(let d): return d.isFinite ? "\(d)" : (d > 0 ? "9e999" : (d < 0 ? "-9e999" : "NULL"))
+        case .text(let s): return "'" + s.replacingOccurrences(of: "'", with: "''") + "'"
+        case .blob(let b):
+            let hex = b.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+            return "X'\(hex)'"
+        }
+    }
+}

@@ -1,0 +1,329 @@
+import CSQLite
+import Foundation
+
+/// How to open a store.
+public struct Configuration: Sendable {
+    /// The database file. Required unless `inMemory`; for in-memory stores, a name shared by
+    /// the handles of this process that open it.
+    public var path: String?
+    public var inMemory: Bool
+    /// The classes; nil opens with the schema stored in the file.
+    public var schema: Schema?
+    public var schemaVersion: UInt64
+    public var readOnly: Bool
+    /// How long `beginWrite()` waits for another writer, in milliseconds; nil waits forever.
+    public var writeTimeoutMilliseconds: Int?
+
+    public init(path: String? = nil, inMemory: Bool = false, schema: Schema? = nil, schemaVersion: UInt64 = 0,
+                readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil) {
+        self.path = path
+        self.inMemory = inMemory
+        self.schema = schema
+        self.schemaVersion = schemaVersion
+        self.readOnly = readOnly
+        self.writeTimeoutMilliseconds = writeTimeoutMilliseconds
+    }
+}
+
+/// How `create` treats an object whose primary key exists already (Realm's `UpdatePolicy`).
+public enum UpdatePolicy: Int32, Sendable {
+    /// Fail with `.duplicatePrimaryKey`.
+    case error = 0
+    /// Update the given properties, recording only those whose value changed.
+    case modified = 1
+    /// Update the given properties, recording all of them.
+    case all = 2
+}
+
+/// An open realm: a dynamic object store on one SQLite connection.
+///
+/// Objects are `Document`s checked against the schema. Writes happen in explicit write
+/// transactions; each commit that changed something appends one entry to the change log.
+///
+/// ```swift
+/// let store = try Store(Configuration(path: "app.realm", schema: schema))
+/// try store.write {
+///     try store.create("Dog", ["_id": .int(1), "name": .string("Rex")])
+/// }
+/// let dogs = try store.objects("Dog", where: "name BEGINSWITH $0", [.string("R")])
+/// ```
+///
+/// Thread safety: every method may be called from any thread; calls are serialized by a lock
+/// inside the store. The write transaction belongs to the store, not to a thread.
+public final class Store: @unchecked Sendable {
+    public let configuration: Configuration
+    let lock = NSRecursiveLock()
+    var connection: Connection?
+    public internal(set) var schema = Schema()
+    public internal(set) var schemaVersion: UInt64 = 0
+    var classes: [String: ClassInfo] = [:]
+    /// Set while a write transaction is open.
+    var write: WriteState?
+    private var busy: BusyBox?
+    /// Row counts per class, valid while `dataStamp` is unchanged (used by the query planner).
+    var rowCounts: [String: Int] = [:]
+    var rowCountStamp: Int64 = -1
+    /// For each class, the properties of other classes that link to it (built on first use).
+    var incomingLinks: [String: [(ClassInfo, Property)]] = [:]
+
+    /// Opens (creating when needed) the store a configuration describes.
+    /// - Throws: `.invalidArgument` for a bad configuration, `.file` when the file cannot be
+    ///   opened, `.schema` for an invalid schema, `.schemaMismatch` when the file's schema needs
+    ///   a migration to become the configuration's.
+    public init(_ configuration: Configuration) throws {
+        self.configuration = configuration
+        let filename: String
+        if configuration.inMemory {
+            if let path = configuration.path, !path.isEmpty {
+                let escaped = path.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "x"
+                filename = "file:/atoll-memory-\(escaped)?vfs=memdb"
+            } else {
+                filename = ":memory:"
+            }
+        } else {
+            guard let path = configuration.path, !path.isEmpty else {
+                throw AtollError(.invalidArgument, "the configuration needs a \"path\" (or \"inMemory\": true)")
+            }
+            if path.contains("\0") { throw AtollError(.invalidArgument, "the path contains a NUL character") }
+            if configuration.readOnly, !FileManager.default.fileExists(atPath: path) {
+                throw AtollError(.file, "cannot open '\(path)' read-only: the file does not exist")
+            }
+            // A plain path, not a URI: a leading "file:" in a user's path must not be parsed.
+            filename = path.hasPrefix("file:") ? "./" + path : path
+        }
+        if let t = configuration.writeTimeoutMilliseconds, t < 0 {
+            throw AtollError(.invalidArgument, "writeTimeoutMs must be -1 (wait forever) or >= 0, not \(t)")
+        }
+        let flags = configuration.readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        let conn = try Connection(path: filename, flags: flags)
+        connection = conn
+        do {
+            busy = BusyBox(timeout: configuration.writeTimeoutMilliseconds)
+            sqlite3_busy_handler(conn.db, busyHandler, Unmanaged.passUnretained(busy!).toOpaque())
+            if !configuration.inMemory {
+                if !configuration.readOnly {
+                    try conn.execute("PRAGMA journal_mode=WAL")
+                }
+                try conn.execute("PRAGMA synchronous=NORMAL")
+            }
+            try registerQueryFunctions(conn)
+            try openSchema()
+        } catch {
+            conn.close()
+            connection = nil
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Closes the store. An open write transaction is cancelled. Later calls fail with `.closed`.
+    public func close() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let conn = connection else { return }
+        if write != nil {
+            try? conn.execute("ROLLBACK")
+            write = nil
+        }
+        conn.close()
+        connection = nil
+    }
+
+    public var isClosed: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return connection == nil
+    }
+
+    /// Runs `body` holding the store's lock, with the open connection.
+    func locked<T>(_ body: (Connection) throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let conn = connection else { throw AtollError(.closed, "the realm is closed") }
+        return try body(conn)
+    }
+
+    /// Runs `body` holding the store's lock, so that a sequence of calls (a create and the read
+    /// of what it wrote) sees no other thread's call in between. Calls inside may re-enter.
+    /// - Throws: `.closed` when the store is closed, and whatever `body` throws.
+    public func withLock<T>(_ body: () throws -> T) throws -> T {
+        try locked { _ in try body() }
+    }
+
+    func classInfo(_ name: String) throws -> ClassInfo {
+        guard let info = classes[name] else {
+            throw AtollError(.noSuchClass, "no class named '\(name)' in the schema")
+        }
+        return info
+    }
+
+    // MARK: - Transactions
+
+    /// Whether a write transaction is open.
+    public var isInWrite: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return write != nil
+    }
+
+    /// Begins a write transaction, waiting for another writer (handle or process) to finish.
+    /// - Throws: `.alreadyInWrite`, `.readOnly`, `.busy` (timeout), `.closed`.
+    public func beginWrite() throws {
+        try locked { conn in
+            guard write == nil else { throw AtollError(.alreadyInWrite, "the realm is already in a write transaction") }
+            guard !configuration.readOnly else { throw AtollError(.readOnly, "the realm was opened read-only") }
+            try conn.statement("BEGIN IMMEDIATE").run()
+            do {
+                let latest = try conn.statement("SELECT coalesce(max(version), 0) FROM _atoll_versions")
+                _ = try latest.step()
+                write = WriteState(version: UInt64(latest.int64(0)) + 1)
+                latest.reset()
+            } catch {
+                try? conn.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// Commits the write transaction with its change-log entry.
+    /// - Throws: `.notInWrite`, `.file` (the transaction is then rolled back).
+    public func commit() throws {
+        try locked { conn in
+            guard let state = write else { throw AtollError(.notInWrite, "commit: the realm is not in a write transaction") }
+            do {
+                if state.recorder.total > 0 {
+                    try state.recorder.flush(conn, version: state.version)
+                    let row = try conn.statement(
+                        "INSERT INTO _atoll_versions(version, committed_at, instruction_count) VALUES (?, ?, ?)")
+                    row.bind(1, Int64(state.version))
+                    row.bind(2, Timestamp(Date()).milliseconds)
+                    row.bind(3, Int64(state.recorder.total))
+                    try row.run()
+                }
+                try conn.statement("COMMIT").run()
+                write = nil
+                rowCountStamp = -1
+            } catch {
+                try? conn.execute("ROLLBACK")
+                write = nil
+                throw error
+            }
+        }
+    }
+
+    /// Cancels the write transaction: nothing written in it is kept.
+    /// - Throws: `.notInWrite`.
+    public func cancelWrite() throws {
+        try locked { conn in
+            guard write != nil else { throw AtollError(.notInWrite, "cancel: the realm is not in a write transaction") }
+            write = nil
+            try conn.statement("ROLLBACK").run()
+        }
+    }
+
+    /// Runs `body` in a write transaction: commits when it returns, cancels when it throws.
+    @discardableResult
+    public func write<T>(_ body: () throws -> T) throws -> T {
+        try beginWrite()
+        do {
+            let result = try body()
+            try commit()
+            return result
+        } catch {
+            if isInWrite { try? cancelWrite() }
+            throw error
+        }
+    }
+
+    /// Runs one write operation atomically: either all its SQL and change-log instructions are
+    /// kept, or none (a savepoint when the operation may issue several statements).
+    func writeOperation<T>(_ name: String, multiStatement: Bool = true, _ body: (Connection, WriteState) throws -> T) throws -> T {
+        try locked { conn in
+            guard let state = write else {
+                throw AtollError(.notInWrite, "\(name): the realm is not in a write transaction (call beginWrite first)")
+            }
+            let mark = state.recorder.mark()
+            if multiStatement { try conn.statement("SAVEPOINT atoll_op").run() }
+            do {
+                let result = try body(conn, state)
+                if multiStatement { try conn.statement("RELEASE atoll_op").run() }
+                if state.recorder.pendingBytes > 4 << 20 { try state.recorder.flush(conn, version: state.version) }
+                return result
+            } catch {
+                if multiStatement {
+                    try? conn.statement("ROLLBACK TO atoll_op").run()
+                    try? conn.statement("RELEASE atoll_op").run()
+                }
+                state.recorder.rollback(to: mark)
+                throw error
+            }
+        }
+    }
+
+    // MARK: - Versions and the change log
+
+    /// The version of the newest change-log entry (0 when nothing was ever written).
+    public func version() throws -> UInt64 {
+        try locked { conn in
+            let s = try conn.statement("SELECT coalesce(max(version), 0) FROM _atoll_versions")
+            _ = try s.step()
+            defer { s.reset() }
+            return UInt64(s.int64(0))
+        }
+    }
+
+    /// The change-log entries after a version, oldest first.
+    /// - Parameter limit: at most this many entries; nil for all.
+    public func changes(after version: UInt64, limit: Int? = nil) throws -> [ChangeSet] {
+        try locked { conn in
+            let s = try conn.statement(
+                "SELECT version, committed_at FROM _atoll_versions WHERE version > ? ORDER BY version LIMIT ?")
+            s.bind(1, Int64(clamping: version))
+            s.bind(2, Int64(limit ?? -1))
+            var sets = [ChangeSet]()
+            while try s.step() {
+                sets.append(ChangeSet(version: UInt64(s.int64(0)), timestamp: Timestamp(milliseconds: s.int64(1)),
+                                      instructions: []))
+            }
+            s.reset()
+            let chunks = try conn.statement("SELECT instructions FROM _atoll_changes WHERE version = ? ORDER BY chunk")
+            for i in sets.indices {
+                chunks.reset()
+                chunks.bind(1, Int64(sets[i].version))
+                while try chunks.step() {
+                    sets[i].instructions += try ChangeRecorder.decode(chunks.blob(0))
+                }
+            }
+            chunks.reset()
+            return sets
+        }
+    }
+}
+
+/// The state of an open write transaction.
+final class WriteState {
+    let version: UInt64
+    let recorder = ChangeRecorder()
+    init(version: UInt64) { self.version = version }
+}
+
+/// What the busy handler needs: how long to wait.
+final class BusyBox {
+    let timeout: Int?
+    init(timeout: Int?) { self.timeout = timeout }
+}
+
+/// Waits for another connection's lock: short sleeps growing to 10 ms, until the timeout.
+private let busyHandler: @convention(c) (UnsafeMutableRawPointer?, Int32) -> Int32 = { context, count in
+    guard let context else { return 0 }
+    let box = Unmanaged<BusyBox>.fromOpaque(context).takeUnretainedValue()
+    let sleepMicros = count < 10 ? 100 : (count < 50 ? 1000 : 10_000)
+    if let timeout = box.timeout {
+        // Time waited so far, approximately, from the sleeps taken.
+        let waited = count < 10 ? Int(count) / 10 : (count < 50 ? 1 + Int(count - 10) : 41 + Int(count - 50) * 10)
+        if waited >= timeout { return 0 }
+    }
+    usleep(useconds_t(sleepMicros))
+    return 1
+}

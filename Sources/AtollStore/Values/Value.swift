@@ -1,0 +1,106 @@
+import Foundation
+
+/// One value of a property, a primary key, a query argument or a change-log instruction.
+///
+/// The store is dynamic: objects are documents of `Value`s, checked against the schema when
+/// written. Values decoded from JSON arrive loosely typed (a JSON number is `.int` or
+/// `.double`) and are coerced to the property's type by the store.
+public indirect enum Value: Hashable, Sendable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case float(Float)
+    case double(Double)
+    case string(String)
+    case data([UInt8])
+    case date(Timestamp)
+    case objectId(ObjectId)
+    case uuid(UUID)
+    case decimal(Decimal128)
+    /// A reference to an object: its class and primary key (reads of link properties give
+    /// the primary key alone; the change log keeps the class too).
+    case link(ObjectLink)
+    /// A list of values (a list property, or the `IN {...}` operand of a query).
+    case list([Value])
+    /// A whole object: an embedded object, or a linked object written inline.
+    case object(Document)
+
+    public var isNull: Bool { if case .null = self { return true } else { return false } }
+
+    /// A short name of the value's kind, for messages ("string", "int", ...).
+    public var kindName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "bool"
+        case .int: return "int"
+        case .float: return "float"
+        case .double: return "double"
+        case .string: return "string"
+        case .data: return "data"
+        case .date: return "date"
+        case .objectId: return "objectId"
+        case .uuid: return "uuid"
+        case .decimal: return "decimal128"
+        case .link: return "link"
+        case .list: return "list"
+        case .object: return "object"
+        }
+    }
+}
+
+/// The identity of an object in another class: what a link stores, seen from outside.
+public struct ObjectLink: Hashable, Sendable {
+    public var className: String
+    public var primaryKey: Value
+    public init(className: String, primaryKey: Value) {
+        self.className = className
+        self.primaryKey = primaryKey
+    }
+}
+
+/// An object's properties in order: what `create` takes and reads give back.
+///
+/// Keeps the order it was built in (reads give the schema's order), and looks keys up by name.
+public struct Document: Hashable, Sendable, Sequence, ExpressibleByDictionaryLiteral {
+    public private(set) var keys: [String] = []
+    public private(set) var values: [Value] = []
+
+    public init() {}
+
+    public init(dictionaryLiteral elements: (String, Value)...) {
+        for (k, v) in elements { self[k] = v }
+    }
+
+    public init(_ pairs: [(String, Value)]) {
+        for (k, v) in pairs { self[k] = v }
+    }
+
+    public var count: Int { keys.count }
+    public var isEmpty: Bool { keys.isEmpty }
+
+    /// The value for a key; setting nil removes it.
+    public subscript(key: String) -> Value? {
+        get {
+            guard let i = keys.firstIndex(of: key) else { return nil }
+            return values[i]
+        }
+        set {
+            if let i = keys.firstIndex(of: key) {
+                if let newValue { values[i] = newValue } else { keys.remove(at: i); values.remove(at: i) }
+            } else if let newValue {
+                keys.append(key)
+                values.append(newValue)
+            }
+        }
+    }
+
+    /// Appends without checking for an existing key (the caller knows the key is new).
+    mutating func appendNew(_ key: String, _ value: Value) {
+        keys.append(key)
+        values.append(value)
+    }
+
+    public func makeIterator() -> Zip2Sequence<[String], [Value]>.Iterator {
+        zip(keys, values).makeIterator()
+    }
+}
