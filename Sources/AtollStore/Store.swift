@@ -65,6 +65,9 @@ public final class Store: @unchecked Sendable {
     var rowCountStamp: Int64 = -1
     /// For each class, the properties of other classes that link to it (built on first use).
     var incomingLinks: [String: [(ClassInfo, Property)]] = [:]
+    /// How deep the object being written is nested in inline links and embedded objects.
+    var nesting = 0
+    static let maxNesting = 100
 
     /// Opens (creating when needed) the store a configuration describes.
     /// - Throws: `.invalidArgument` for a bad configuration, `.file` when the file cannot be

@@ -66,7 +66,7 @@ extension Store {
                 throw AtollError(.noSuchProperty, "class '\(className)' has no property '\(property)'")
             }
             let pk = try checkedPrimaryKey(info, primaryKey)
-            let s = try conn.statement("SELECT t.\(info.rowKey), t.\(p.isList ? info.rowKey : quote(p.name)) FROM \(info.table) AS t WHERE t.\(info.primaryKeyColumn) = ?")
+            let s = try conn.statement(info.valueSQL(p))
             s.bind(1, info.primaryKey!.type.sqlValue(pk))
             guard try s.step() else { return nil }
             let rowKey = s.int64(0)
@@ -105,7 +105,7 @@ extension Store {
     /// The row key of the object with a primary key.
     func lookup(_ info: ClassInfo, primaryKey: Value, _ conn: Connection) throws -> Int64? {
         let pk = try checkedPrimaryKey(info, primaryKey)
-        let s = try conn.statement("SELECT \(info.rowKey) FROM \(info.table) WHERE \(info.primaryKeyColumn) = ?")
+        let s = try conn.statement(info.lookupSQL)
         s.bind(1, info.primaryKey!.type.sqlValue(pk))
         defer { s.reset() }
         return try s.step() ? s.int64(0) : nil
@@ -115,7 +115,7 @@ extension Store {
     func reference(_ info: ClassInfo, _ rowKey: Int64, _ conn: Connection) throws -> Value {
         guard let p = info.primaryKey else { return .int(rowKey) }
         if info.primaryKeyIsRowKey { return .int(rowKey) }
-        let s = try conn.statement("SELECT \(quote(p.name)) FROM \(info.table) WHERE \(info.rowKey) = ?")
+        let s = try conn.statement(info.referenceSQL)
         s.bind(1, rowKey)
         defer { s.reset() }
         guard try s.step() else { return .null }
@@ -138,16 +138,16 @@ extension Store {
             }
             let key = try p.coerce(raw, className: info.name)
             pk = key
-            let s = try conn.statement("SELECT \(info.rowKey) FROM \(info.table) WHERE \(info.primaryKeyColumn) = ?")
-            s.bind(1, p.type.sqlValue(key))
-            let existing = try s.step() ? s.int64(0) : nil
-            s.reset()
-            if let existing {
-                guard policy != .error else {
-                    throw AtollError(.duplicatePrimaryKey, "an object of class '\(info.name)' with primary key \(key.shortDescription) exists already")
+            // With .error, the INSERT's own constraint finds a duplicate: no lookup needed.
+            if policy != .error {
+                let s = try conn.statement(info.lookupSQL)
+                s.bind(1, p.type.sqlValue(key))
+                let existing = try s.step() ? s.int64(0) : nil
+                s.reset()
+                if let existing {
+                    try update(info, existing, key, doc, policy, conn, rec)
+                    return (existing, key)
                 }
-                try update(info, existing, key, doc, policy, conn, rec)
-                return (existing, key)
             }
         }
         // Insert.
@@ -160,7 +160,9 @@ extension Store {
             logged.append((p, canonical))
         }
         // Resolving links may have used other statements; this one keeps its bindings.
-        try insert.run()
+        do { try insert.run() } catch let e as AtollError where e.code == .duplicatePrimaryKey {
+            throw AtollError(.duplicatePrimaryKey, "an object of class '\(info.name)' with primary key \(pk?.shortDescription ?? "?") exists already")
+        }
         let rowKey = info.primaryKeyIsRowKey ? pk.flatMap { if case .int(let i) = $0 { i } else { nil } } ?? conn.lastInsertRowID
             : conn.lastInsertRowID
         let ref = pk ?? .int(rowKey)
@@ -257,6 +259,11 @@ extension Store {
     /// value: links are looked up or written, embedded objects inserted.
     private func resolve(_ p: Property, _ raw: Value, _ info: ClassInfo, _ policy: UpdatePolicy, _ conn: Connection,
                          _ rec: ChangeRecorder) throws -> (SQLValue, Value) {
+        nesting += 1
+        defer { nesting -= 1 }
+        guard nesting <= Store.maxNesting else {
+            throw AtollError(.invalidArgument, "objects are nested more than \(Store.maxNesting) levels deep")
+        }
         if p.isList, case .list = raw {
             throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)' holds a list of \(p.type == .object ? p.objectType! : p.type.rawValue); a list cannot be an element")
         }
@@ -387,7 +394,7 @@ extension Store {
                 try s.run()
             }
         }
-        let s = try conn.statement("DELETE FROM \(info.table) WHERE \(info.rowKey) = ?")
+        let s = try conn.statement(info.deleteSQL)
         s.bind(1, rowKey)
         try s.run()
     }
@@ -409,7 +416,7 @@ extension Store {
     /// Reads a whole object by row key: links as the target's primary key, embedded objects
     /// whole, lists as arrays.
     func readObject(_ info: ClassInfo, _ rowKey: Int64, _ conn: Connection) throws -> Document? {
-        let s = try conn.statement(info.selectColumns + " WHERE t.\(info.rowKey) = ?")
+        let s = try conn.statement(info.readSQL)
         s.bind(1, rowKey)
         guard try s.step() else { s.reset(); return nil }
         let row = (0...info.columns.count).map { s.sqlValue(Int32($0)) }

@@ -278,8 +278,15 @@ final class QueryCompiler {
                 throw AtollError(.queryInvalid, "IN needs a list {…} or a list argument at position \(c.position)")
             }
             if items.isEmpty { return "0" }
-            let parts = try items.map { try compare(expr, p, .equal, $0, c, path: path) }
-            return "(" + parts.joined(separator: " OR ") + ")"
+            if c.caseInsensitive || c.diacriticInsensitive {
+                let parts = try items.map { try compare(expr, p, .equal, $0, c, path: path) }
+                return "(" + parts.joined(separator: " OR ") + ")"
+            }
+            // A flat IN list: long lists must not become deep OR trees.
+            let values = try items.filter { !$0.isNull }.map { try operand(p, $0, name, c) }
+            var sql = values.isEmpty ? "0" : "\(expr) IN (\(values.joined(separator: ", ")))"
+            if items.contains(where: \.isNull) { sql = "(\(sql) OR \(expr) IS NULL)" }
+            return sql
         case .between:
             guard case .list(let bounds) = value, bounds.count == 2 else {
                 throw AtollError(.queryInvalid, "BETWEEN needs two values at position \(c.position)")

@@ -46,6 +46,13 @@ enum Descriptor {
 struct Parser {
     private var tokens: [Token]
     private var i = 0
+    private var depth = 0
+    private var comparisons = 0
+
+    /// Bounds that keep the parser's and the compiler's recursion, and SQLite's expression
+    /// depth, far from their limits whatever the text.
+    static let maxDepth = 100
+    static let maxComparisons = 500
 
     static func parse(_ text: String) throws -> Query {
         var p = Parser(tokens: try Lexer.tokenize(text))
@@ -149,14 +156,23 @@ struct Parser {
         return left
     }
 
+    private mutating func nest<T>(_ body: (inout Parser) throws -> T) throws -> T {
+        depth += 1
+        defer { depth -= 1 }
+        guard depth <= Parser.maxDepth else {
+            throw error("the query is nested more than \(Parser.maxDepth) levels deep")
+        }
+        return try body(&self)
+    }
+
     private mutating func not() throws -> Predicate {
-        if accept(keyword: "NOT") || accept(op: "!") { return .not(try not()) }
+        if accept(keyword: "NOT") || accept(op: "!") { return .not(try nest { try $0.not() }) }
         return try primary()
     }
 
     private mutating func primary() throws -> Predicate {
         if accept("(") {
-            let p = try or()
+            let p = try nest { try $0.or() }
             try expect(")")
             return p
         }
@@ -167,6 +183,10 @@ struct Parser {
 
     private mutating func comparison() throws -> Comparison {
         let position = current.position
+        comparisons += 1
+        guard comparisons <= Parser.maxComparisons else {
+            throw AtollError(.queryInvalid, "the query has more than \(Parser.maxComparisons) comparisons; use IN {…} for long lists of values")
+        }
         var quantifier: Quantifier?
         if accept(keyword: "ANY") || accept(keyword: "SOME") { quantifier = .any }
         else if accept(keyword: "ALL") { quantifier = .all }
@@ -233,7 +253,10 @@ struct Parser {
             i += 1
             var items = [Expression]()
             if !accept("}") {
-                repeat { items.append(try expression()) } while accept(",")
+                repeat {
+                    if case .punct("{") = current.kind { throw error("lists cannot be nested") }
+                    items.append(try expression())
+                } while accept(",")
                 try expect("}")
             }
             return .list(items)

@@ -22,6 +22,13 @@ final class ClassInfo {
     let selectList: String
     let insertSQL: String
     let insertColumns: [Property]
+    /// `SELECT rowkey FROM table WHERE pk = ?`
+    let lookupSQL: String
+    /// `selectColumns WHERE rowkey = ?`
+    let readSQL: String
+    /// `SELECT pk FROM table WHERE rowkey = ?`
+    let referenceSQL: String
+    let deleteSQL: String
 
     init(_ schema: ObjectSchema) {
         self.schema = schema
@@ -36,10 +43,27 @@ final class ClassInfo {
         selectList = "SELECT " + (["t." + rowKey] + columnList).joined(separator: ", ")
         selectColumns = selectList + " FROM \(table) AS t"
         insertColumns = columns
+        let pkColumn = primaryKey.map { quote($0.name) } ?? rowKey
+        lookupSQL = "SELECT \(rowKey) FROM \(table) WHERE \(pkColumn) = ?"
+        readSQL = selectColumns + " WHERE t.\(rowKey) = ?"
+        referenceSQL = "SELECT \(pkColumn) FROM \(table) WHERE \(rowKey) = ?"
+        deleteSQL = "DELETE FROM \(table) WHERE \(rowKey) = ?"
         let names = columns.map { quote($0.name) }.joined(separator: ", ")
         let params = Array(repeating: "?", count: columns.count).joined(separator: ", ")
         insertSQL = columns.isEmpty ? "INSERT INTO \(table) DEFAULT VALUES"
             : "INSERT INTO \(table) (\(names)) VALUES (\(params))"
+    }
+
+    private var valueSQLCache: [String: String] = [:]
+
+    /// `SELECT rowkey, column FROM table WHERE pk = ?` for one property (the row key again for
+    /// lists, whose values live in their side table). Used under the store's lock.
+    func valueSQL(_ p: Property) -> String {
+        if let sql = valueSQLCache[p.name] { return sql }
+        let column = p.isList ? rowKey : quote(p.name)
+        let sql = "SELECT \(rowKey), \(column) FROM \(table) WHERE \(primaryKeyColumn) = ?"
+        valueSQLCache[p.name] = sql
+        return sql
     }
 
     func listTable(_ p: Property) -> String { quote("\(name).\(p.name)") }

@@ -104,3 +104,46 @@ public struct Document: Hashable, Sendable, Sequence, ExpressibleByDictionaryLit
         zip(keys, values).makeIterator()
     }
 }
+
+// MARK: - Reading values
+
+extension Value {
+    /// The string, when this is `.string`.
+    public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    /// The integer, when this is `.int`.
+    public var intValue: Int64? { if case .int(let i) = self { return i } else { return nil } }
+    /// The number, when this is `.double`, `.float` or `.int`.
+    public var doubleValue: Double? {
+        switch self {
+        case .double(let d): return d
+        case .float(let f): return Double(f)
+        case .int(let i): return Double(i)
+        default: return nil
+        }
+    }
+    /// The flag, when this is `.bool`.
+    public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    /// The elements, when this is `.list`.
+    public var listValue: [Value]? { if case .list(let l) = self { return l } else { return nil } }
+    /// The object, when this is `.object`.
+    public var documentValue: Document? { if case .object(let d) = self { return d } else { return nil } }
+}
+
+extension Value: CustomStringConvertible {
+    /// A literal-like rendering: strings quoted, lists in brackets, objects in braces.
+    public var description: String {
+        switch self {
+        case .string(let s): return "\"\(s)\""
+        case .list(let items): return "[" + items.map(\.description).joined(separator: ", ") + "]"
+        case .object(let doc): return doc.description
+        case .link(let l): return l.primaryKey.description
+        default: return shortDescription
+        }
+    }
+}
+
+extension Document: CustomStringConvertible {
+    public var description: String {
+        "{" + zip(keys, values).map { "\($0): \($1)" }.joined(separator: ", ") + "}"
+    }
+}
