@@ -8,7 +8,10 @@
  *     NULL as a harmless no-op.
  *   - A call reports failure by returning false or NULL. The reason is then available from
  *     atoll_last_error() on the same thread: a stable code (atoll_status_e) and a message.
- *     Successful calls clear the last error.
+ *     Every call that can fail clears the last error when it succeeds. The calls that cannot
+ *     fail leave it as it is, so that an error can be read, named and printed around them:
+ *     atoll_last_error(), atoll_status_name(), atoll_libversion*(), atoll_free() and the
+ *     destructors (atoll_realm_close(), atoll_results_free()).
  *   - Objects, primary keys, schemas and query arguments cross as JSON text (UTF-8): MongoDB
  *     Extended JSON v2, relaxed form, for values JSON has no type for ({"$oid": ...},
  *     {"$date": ...}, {"$uuid": ...}, {"$numberDecimal": ...}, {"$binary": ...}). Hosts that use
@@ -114,7 +117,8 @@ typedef enum atoll_update_policy_e {
 /** The last error of the calling thread. */
 typedef struct atoll_error {
     int code;            /**< an atoll_status_e value */
-    const char *message; /**< borrowed; valid until the next atoll_ call on this thread */
+    const char *message; /**< borrowed; valid until the next call on this thread of an atoll_
+                              function that can fail */
 } atoll_error_t;
 
 /* MARK: - Library */
@@ -136,8 +140,9 @@ const char *atoll_libversion(void);
  * The error of the last failed call on this thread.
  * @param out receives the code and message; may be NULL to only ask whether there is one.
  *        out->message is borrowed: valid until the next atoll_ call on this thread.
- * @return true when the last atoll_ call on this thread failed; false when it succeeded (then
- *         *out is set to ATOLL_OK and an empty message). Any thread.
+ * @return true when the last atoll_ call on this thread that can fail did fail; false when it
+ *         succeeded (then *out is set to ATOLL_OK and an empty message). Calls that cannot fail
+ *         (see the top of this header) do not change the answer. Any thread.
  */
 bool atoll_last_error(atoll_error_t *out);
 

@@ -205,7 +205,7 @@ public enum ConfigurationJSON {
         let json = try EJSON.load(text)
         defer { json_decref(json) }
         guard json.pointee.type == JSON_OBJECT else {
-            throw AtollError(.invalidArgument, "the configuration must be a JSON object, not \(EJSON.kind(json))")
+            throw AtollError(.invalidJSON, "the configuration must be a JSON object, not \(EJSON.kind(json))")
         }
         var config = Configuration()
         var iter = json_object_iter(json)

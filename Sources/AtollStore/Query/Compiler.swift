@@ -293,7 +293,7 @@ final class QueryCompiler {
             }
             try requireOrdered(p, name)
             let lo = try operand(p, bounds[0], name, c), hi = try operand(p, bounds[1], name, c)
-            return try planned(expr, p, "BETWEEN \(lo) AND \(hi)")
+            return "(" + (try planned(expr, p, "BETWEEN \(lo) AND \(hi)")) + ")"
         case .beginsWith, .endsWith, .contains, .like:
             guard p.type == .string || p.type == .data else {
                 throw AtollError(.queryInvalid, "\(op.rawValue) needs a string property; '\(name)' is \(p.typeName)")
@@ -323,7 +323,7 @@ final class QueryCompiler {
             try requireOrdered(p, name)
             guard !value.isNull else { return "0" }
             let arg = try operand(p, value, name, c)
-            return try planned(expr, p, "\(op.rawValue) \(arg)")
+            return "(" + (try planned(expr, p, "\(op.rawValue) \(arg)")) + ")"
         }
     }
 
@@ -396,6 +396,12 @@ final class QueryCompiler {
     /// rows the range selects, stopping at a twentieth of the table (cheap: it reads the index
     /// only), and hide the index (`+column`) when the count reaches that bound.
     private func planned(_ expr: String, _ p: Property, _ rest: String) throws -> String {
+        // NaN is stored as a BLOB, which SQLite orders above every number: it never matches.
+        let nanGuard = p.type == .float || p.type == .double ? " AND typeof(\(expr)) != 'blob'" : ""
+        return try plannedRange(expr, p, rest) + nanGuard
+    }
+
+    private func plannedRange(_ expr: String, _ p: Property, _ rest: String) throws -> String {
         let plain = "\(expr) \(rest)"
         guard p.isIndexed, expr == "t.\(quote(p.name))" else { return plain }
         let rows = try store.rowCount(root, conn)

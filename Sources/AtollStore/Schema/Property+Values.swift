@@ -73,7 +73,9 @@ extension PropertyType {
     var sqlType: String {
         switch self {
         case .bool, .int, .date, .object: return "INTEGER"
-        case .float, .double: return "REAL"
+        // ANY, not REAL: a REAL column stores -0.0 as the integer 0. NaN, which SQLite turns
+        // into NULL, is stored as a BLOB of its bits (see sqlValue).
+        case .float, .double: return "ANY"
         case .string: return "TEXT"
         case .data, .objectId, .uuid, .decimal128: return "BLOB"
         }
@@ -85,8 +87,8 @@ extension PropertyType {
         case .null: return .null
         case .bool(let b): return .integer(b ? 1 : 0)
         case .int(let i): return .integer(i)
-        case .float(let f): return .real(Double(f))
-        case .double(let d): return .real(d)
+        case .float(let f): return Self.real(Double(f))
+        case .double(let d): return Self.real(d)
         case .string(let s): return .text(s)
         case .data(let d): return .blob(d)
         case .date(let t): return .integer(t.milliseconds)
@@ -97,6 +99,18 @@ extension PropertyType {
         }
     }
 
+    /// A double in SQL form: NaN as the BLOB of its 8 bits (little-endian), since SQLite stores
+    /// a NaN REAL as NULL.
+    static func real(_ d: Double) -> SQLValue {
+        guard d.isNaN else { return .real(d) }
+        return .blob(withUnsafeBytes(of: d.bitPattern.littleEndian) { Array($0) })
+    }
+
+    private static func nan(_ b: [UInt8]) -> Double {
+        guard b.count == 8 else { return .nan }
+        return Double(bitPattern: b.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) })
+    }
+
     /// Reads a value of this type back from its SQL form.
     func value(_ sql: SQLValue) -> Value {
         switch (self, sql) {
@@ -105,6 +119,8 @@ extension PropertyType {
         case (.int, .integer(let i)): return .int(i)
         case (.float, .real(let d)): return .float(Float(d))
         case (.float, .integer(let i)): return .float(Float(i))
+        case (.float, .blob(let b)): return .float(Float(Self.nan(b)))
+        case (.double, .blob(let b)): return .double(Self.nan(b))
         case (.double, .real(let d)): return .double(d)
         case (.double, .integer(let i)): return .double(Double(i))
         case (.string, .text(let s)): return .string(s)

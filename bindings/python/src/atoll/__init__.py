@@ -1,0 +1,45 @@
+"""Atoll: an offline-first object database (Python binding of libatoll).
+
+>>> import atoll
+>>> with atoll.open("app.realm", schema=[{"name": "Dog", "primaryKey": "_id",
+...                                      "properties": {"_id": "int", "name": "string"}}]) as realm:
+...     with realm.write():
+...         realm.create("Dog", {"_id": 1, "name": "Rex"})
+...     realm.objects("Dog").filter("name BEGINSWITH[c] $0", "r")[0]["name"]
+'Rex'
+"""
+
+from __future__ import annotations
+
+from . import _ffi
+from .errors import (AlreadyInWriteError, AtollError, BusyError, ClosedError,
+                     DuplicatePrimaryKeyError, FileError, InternalError, InvalidArgumentError,
+                     InvalidJSONError, MissingValueError, NoSuchClassError, NoSuchPropertyError,
+                     NotFoundError, NotInWriteError, QueryError, QueryInvalidError,
+                     QuerySyntaxError, ReadOnlyError, SchemaError, SchemaMismatchError,
+                     TypeMismatchError)
+from .objectid import ObjectId
+from .realm import Realm, Results, UPDATE_POLICIES, open
+
+__version__ = "0.1.0"
+
+
+def library_version() -> str:
+    """The version of the loaded libatoll, as text ("0.1.0")."""
+    return _ffi.libversion()
+
+
+def library_path() -> str:
+    """Where libatoll was loaded from."""
+    return _ffi.library_path
+
+
+__all__ = [
+    "open", "Realm", "Results", "ObjectId", "UPDATE_POLICIES", "library_version",
+    "library_path",
+    "AtollError", "InvalidArgumentError", "InvalidJSONError", "SchemaError",
+    "SchemaMismatchError", "NotFoundError", "DuplicatePrimaryKeyError", "QueryError",
+    "QuerySyntaxError", "QueryInvalidError", "NotInWriteError", "AlreadyInWriteError",
+    "FileError", "ClosedError", "ReadOnlyError", "BusyError", "NoSuchClassError",
+    "NoSuchPropertyError", "TypeMismatchError", "MissingValueError", "InternalError",
+]

@@ -1,0 +1,300 @@
+"""ctypes declarations of libatoll's C ABI (include/atoll.h), and nothing else.
+
+This module only loads the library and declares its functions, each under its C prototype.
+The owning layer (handles that close themselves) lives in :mod:`atoll.realm`; error
+translation lives in :mod:`atoll.errors`.
+
+Where the library is found, in this order:
+
+1. a copy bundled in this package (``libatoll.so`` next to this file);
+2. the path in the ``ATOLL_LIBRARY`` environment variable;
+3. ``ctypes.util.find_library("atoll")`` (the system's library search).
+
+Ownership rules from the header, as they appear here:
+
+* ``char *`` results that the caller owns are declared ``c_void_p`` (never ``c_char_p``, which
+  would copy the text and lose the pointer); read them with :func:`take_string`, which copies
+  the bytes and frees the pointer with ``atoll_free``.
+* ``const char *`` results that are static or borrowed are declared ``c_char_p``.
+* Handles are pointers to opaque structures (:data:`RealmPtr`, :data:`ResultsPtr`), so that
+  ctypes refuses a results handle where a realm handle is expected.
+
+The ``_j`` functions (``atoll_object_create_j`` and friends) take and return jansson
+``json_t *`` values. Python has no ``json_t``, so they are deliberately not declared here;
+every one of them has a text-JSON twin that is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from ctypes import POINTER, Structure, c_bool, c_char_p, c_int, c_size_t, c_uint64, c_void_p
+from typing import List, Optional
+
+#: ATOLL_VERSION_NUMBER of the include/atoll.h this binding was written against.
+BINDING_VERSION_NUMBER = 1000
+#: ATOLL_VERSION of that header.
+BINDING_VERSION = "0.1.0"
+
+_LIBRARY_FILE = "libatoll.so"
+_ENV_VAR = "ATOLL_LIBRARY"
+
+
+def _load() -> "tuple[ctypes.CDLL, str]":
+    """Loads libatoll, trying each place in turn; raises ImportError naming all of them."""
+    tried: List[str] = []
+
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), _LIBRARY_FILE)
+    if os.path.exists(bundled):
+        try:
+            return ctypes.CDLL(bundled), bundled
+        except OSError as e:
+            tried.append(f"bundled copy {bundled!r}: {e}")
+    else:
+        tried.append(f"bundled copy {bundled!r}: no such file")
+
+    env_path = os.environ.get(_ENV_VAR)
+    if env_path:
+        try:
+            return ctypes.CDLL(env_path), env_path
+        except OSError as e:
+            tried.append(f"${_ENV_VAR}={env_path!r}: {e}")
+    else:
+        tried.append(f"${_ENV_VAR}: not set")
+
+    found = ctypes.util.find_library("atoll")
+    if found:
+        try:
+            return ctypes.CDLL(found), found
+        except OSError as e:
+            tried.append(f"ctypes.util.find_library('atoll') -> {found!r}: {e}")
+    else:
+        tried.append("ctypes.util.find_library('atoll'): not found")
+
+    raise ImportError(
+        "cannot load libatoll; tried, in order:\n  - " + "\n  - ".join(tried)
+        + f"\nSet {_ENV_VAR} to the path of libatoll.so (e.g. .build/debug/libatoll.so)."
+    )
+
+
+lib, library_path = _load()
+
+
+# MARK: - Types
+
+class atoll_realm_t(Structure):
+    """typedef struct atoll_realm atoll_realm_t;  (opaque)"""
+
+
+class atoll_results_t(Structure):
+    """typedef struct atoll_results atoll_results_t;  (opaque)"""
+
+
+RealmPtr = POINTER(atoll_realm_t)
+ResultsPtr = POINTER(atoll_results_t)
+
+
+class atoll_error_t(Structure):
+    """typedef struct atoll_error { int code; const char *message; } atoll_error_t;
+
+    ``message`` is borrowed: valid until the next atoll_ call on this thread. ``c_char_p``
+    copies it to ``bytes`` when the field is read, so read it right after the call.
+    """
+
+    _fields_ = [("code", c_int), ("message", c_char_p)]
+
+
+# atoll_status_e
+ATOLL_OK = 0
+ATOLL_ERR_INVALID_ARGUMENT = 1
+ATOLL_ERR_INVALID_JSON = 2
+ATOLL_ERR_SCHEMA = 3
+ATOLL_ERR_SCHEMA_MISMATCH = 4
+ATOLL_ERR_NOT_FOUND = 5
+ATOLL_ERR_DUPLICATE_PRIMARY_KEY = 6
+ATOLL_ERR_QUERY_SYNTAX = 7
+ATOLL_ERR_QUERY_INVALID = 8
+ATOLL_ERR_NOT_IN_WRITE = 9
+ATOLL_ERR_ALREADY_IN_WRITE = 10
+ATOLL_ERR_FILE = 11
+ATOLL_ERR_CLOSED = 12
+ATOLL_ERR_READ_ONLY = 13
+ATOLL_ERR_BUSY = 14
+ATOLL_ERR_NO_SUCH_CLASS = 15
+ATOLL_ERR_NO_SUCH_PROPERTY = 16
+ATOLL_ERR_TYPE_MISMATCH = 17
+ATOLL_ERR_MISSING_VALUE = 18
+ATOLL_ERR_INTERNAL = 19
+
+# atoll_update_policy_e
+ATOLL_UPDATE_ERROR = 0
+ATOLL_UPDATE_MODIFIED = 1
+ATOLL_UPDATE_ALL = 2
+
+
+# MARK: - Declarations
+
+def _declare(name: str, restype, argtypes) -> None:
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        raise ImportError(
+            f"{library_path} does not export {name}(), which atoll.h {BINDING_VERSION} declares"
+        ) from None
+    fn.restype = restype
+    fn.argtypes = argtypes
+
+
+# MARK: Library
+
+# int atoll_libversion_number(void);
+_declare("atoll_libversion_number", c_int, [])
+
+# const char *atoll_libversion(void);            -- static, never free
+_declare("atoll_libversion", c_char_p, [])
+
+# bool atoll_last_error(atoll_error_t *out);
+_declare("atoll_last_error", c_bool, [POINTER(atoll_error_t)])
+
+# const char *atoll_status_name(int code);       -- static or NULL, never free
+_declare("atoll_status_name", c_char_p, [c_int])
+
+# void atoll_free(void *ptr);
+_declare("atoll_free", None, [c_void_p])
+
+# MARK: Realms
+
+# atoll_realm_t *atoll_realm_open(const char *config_json);
+_declare("atoll_realm_open", RealmPtr, [c_char_p])
+
+# void atoll_realm_close(atoll_realm_t *realm);
+_declare("atoll_realm_close", None, [RealmPtr])
+
+# bool atoll_realm_begin_write(atoll_realm_t *realm);
+_declare("atoll_realm_begin_write", c_bool, [RealmPtr])
+
+# bool atoll_realm_commit(atoll_realm_t *realm);
+_declare("atoll_realm_commit", c_bool, [RealmPtr])
+
+# bool atoll_realm_cancel_write(atoll_realm_t *realm);
+_declare("atoll_realm_cancel_write", c_bool, [RealmPtr])
+
+# bool atoll_realm_is_in_write(atoll_realm_t *realm, bool *out_in_write);
+_declare("atoll_realm_is_in_write", c_bool, [RealmPtr, POINTER(c_bool)])
+
+# char *atoll_realm_schema(atoll_realm_t *realm);           -- caller owns; atoll_free()
+_declare("atoll_realm_schema", c_void_p, [RealmPtr])
+
+# bool atoll_realm_schema_version(atoll_realm_t *realm, uint64_t *out_version);
+_declare("atoll_realm_schema_version", c_bool, [RealmPtr, POINTER(c_uint64)])
+
+# bool atoll_realm_version(atoll_realm_t *realm, uint64_t *out_version);
+_declare("atoll_realm_version", c_bool, [RealmPtr, POINTER(c_uint64)])
+
+# char *atoll_realm_changes(atoll_realm_t *realm, uint64_t after_version,
+#                           size_t max_entries);              -- caller owns; atoll_free()
+_declare("atoll_realm_changes", c_void_p, [RealmPtr, c_uint64, c_size_t])
+
+# MARK: Objects
+
+# char *atoll_object_create(atoll_realm_t *realm, const char *class_name,
+#                           const char *object_json, int update_policy);
+#                                                             -- caller owns; atoll_free()
+_declare("atoll_object_create", c_void_p, [RealmPtr, c_char_p, c_char_p, c_int])
+
+# struct json_t *atoll_object_create_j(...);                  -- not declared (jansson only)
+
+# bool atoll_objects_create_many(atoll_realm_t *realm, const char *class_name,
+#                                const char *array_json, int update_policy, size_t *out_count);
+_declare("atoll_objects_create_many", c_bool,
+         [RealmPtr, c_char_p, c_char_p, c_int, POINTER(c_size_t)])
+
+# bool atoll_objects_create_many_j(...);                      -- not declared (jansson only)
+
+# char *atoll_object_get(atoll_realm_t *realm, const char *class_name,
+#                        const char *primary_key_json);       -- caller owns; atoll_free()
+_declare("atoll_object_get", c_void_p, [RealmPtr, c_char_p, c_char_p])
+
+# struct json_t *atoll_object_get_j(...);                     -- not declared (jansson only)
+
+# bool atoll_object_delete(atoll_realm_t *realm, const char *class_name,
+#                          const char *primary_key_json);
+_declare("atoll_object_delete", c_bool, [RealmPtr, c_char_p, c_char_p])
+
+# bool atoll_object_delete_j(...);                            -- not declared (jansson only)
+
+# MARK: Results
+
+# atoll_results_t *atoll_results_query(atoll_realm_t *realm, const char *class_name,
+#                                      const char *rql, const char *args_json);
+_declare("atoll_results_query", ResultsPtr, [RealmPtr, c_char_p, c_char_p, c_char_p])
+
+# atoll_results_t *atoll_results_query_j(...);                -- not declared (jansson only)
+
+# bool atoll_results_count(atoll_results_t *results, size_t *out_count);
+_declare("atoll_results_count", c_bool, [ResultsPtr, POINTER(c_size_t)])
+
+# char *atoll_results_json(atoll_results_t *results, size_t offset, size_t limit);
+#                                                             -- caller owns; atoll_free()
+_declare("atoll_results_json", c_void_p, [ResultsPtr, c_size_t, c_size_t])
+
+# struct json_t *atoll_results_json_j(...);                   -- not declared (jansson only)
+
+# bool atoll_results_delete_all(atoll_results_t *results, size_t *out_count);
+_declare("atoll_results_delete_all", c_bool, [ResultsPtr, POINTER(c_size_t)])
+
+# void atoll_results_free(atoll_results_t *results);
+_declare("atoll_results_free", None, [ResultsPtr])
+
+
+# MARK: - Helpers
+
+def take_string(ptr: Optional[int]) -> Optional[str]:
+    """Copies an owned ``char *`` (as returned through ``c_void_p``) and frees it.
+
+    Returns None for NULL. The text is UTF-8 JSON; a byte sequence that is not UTF-8 (a
+    library bug) is decoded with replacement characters rather than raising here.
+    """
+    if not ptr:
+        return None
+    try:
+        return ctypes.string_at(ptr).decode("utf-8", errors="replace")
+    finally:
+        lib.atoll_free(ptr)
+
+
+def last_error() -> "tuple[bool, int, str]":
+    """``atoll_last_error()`` of this thread: (failed, code, message)."""
+    err = atoll_error_t()
+    failed = bool(lib.atoll_last_error(ctypes.byref(err)))
+    raw = err.message
+    message = raw.decode("utf-8", errors="replace") if raw else ""
+    return failed, int(err.code), message
+
+
+def status_name(code: int) -> Optional[str]:
+    """``atoll_status_name(code)`` as text, or None for a code the library does not know."""
+    raw = lib.atoll_status_name(code)
+    return raw.decode("ascii", errors="replace") if raw is not None else None
+
+
+def libversion() -> str:
+    raw = lib.atoll_libversion()
+    return raw.decode("ascii", errors="replace") if raw is not None else ""
+
+
+def libversion_number() -> int:
+    return int(lib.atoll_libversion_number())
+
+
+def _check_version() -> None:
+    number = libversion_number()
+    if number // 1_000_000 != BINDING_VERSION_NUMBER // 1_000_000:
+        raise ImportError(
+            f"{library_path} is libatoll {libversion()} ({number}); this binding was written "
+            f"for {BINDING_VERSION} ({BINDING_VERSION_NUMBER}) and needs the same major version"
+        )
+
+
+_check_version()

@@ -1,0 +1,612 @@
+"""The owning layer and public API: :class:`Realm` and :class:`Results`.
+
+Ownership: a :class:`Realm` owns its ``atoll_realm_t *`` and the :class:`Results` made from
+it; each :class:`Results` owns its ``atoll_results_t *``. ``close()`` is idempotent and also
+runs from ``weakref.finalize`` when the object is collected (or at interpreter exit). Closing
+a realm first frees its live Results. A closed object raises :class:`~atoll.errors.ClosedError`.
+
+Threads: a Realm may be shared by threads (the library serializes calls on one handle). A
+write transaction belongs to the handle, not to a thread, so this layer makes threads take
+turns: :meth:`Realm.begin_write` (and ``with realm.write():``) waits while *another thread* of
+this process has a transaction open on the same Realm, and lets the library wait for other
+handles and processes. Note that while one thread's transaction is open, every thread using
+that Realm reads (and may write into) it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import threading
+import time
+import weakref
+from contextlib import contextmanager
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union, overload)
+
+from . import _ffi, ejson
+from .errors import (AtollError, BusyError, ClosedError, NotFoundError, NotInWriteError,
+                     closed_error, raise_last_error)
+
+__all__ = ["Realm", "Results", "open", "UPDATE_POLICIES"]
+
+lib = _ffi.lib
+
+#: update= values and their atoll_update_policy_e.
+UPDATE_POLICIES: Dict[str, int] = {
+    "error": _ffi.ATOLL_UPDATE_ERROR,
+    "modified": _ffi.ATOLL_UPDATE_MODIFIED,
+    "all": _ffi.ATOLL_UPDATE_ALL,
+}
+
+PathLike = Union[str, "os.PathLike[str]"]
+Object = Dict[str, Any]
+
+
+# MARK: - Argument helpers
+
+def _cstr(value: Any, what: str) -> bytes:
+    """A str argument as UTF-8 for a ``const char *``; refuses what C would truncate."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL characters: {value!r}")
+    return value.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError (a ValueError)
+
+
+def _json_arg(value: Any) -> bytes:
+    return ejson.dumps(value).encode("utf-8")
+
+
+def _policy(update: Any) -> int:
+    if not isinstance(update, str):
+        raise TypeError(f"update must be one of {sorted(UPDATE_POLICIES)}, "
+                        f"not {type(update).__name__}")
+    try:
+        return UPDATE_POLICIES[update]
+    except KeyError:
+        raise ValueError(f"update must be one of {sorted(UPDATE_POLICIES)}, not {update!r}") \
+            from None
+
+
+def _object_arg(values: Any, what: str = "values") -> Mapping[str, Any]:
+    if not isinstance(values, Mapping):
+        raise TypeError(f"{what} must be a mapping of property names to values, "
+                        f"not {type(values).__name__}")
+    return values
+
+
+def _size(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0, not {value}")
+    return value
+
+
+# MARK: - Finalizers (module functions: they must not hold a reference to their owner)
+
+def _close_realm_handle(handle: Any) -> None:
+    lib.atoll_realm_close(handle)
+
+
+def _free_results_handle(handle: Any) -> None:
+    lib.atoll_results_free(handle)
+
+
+# MARK: - RQL text helpers
+
+_SUFFIX_RE = re.compile(r"\b(SORT|DISTINCT|LIMIT)\s*\(", re.IGNORECASE)
+_ARG_RE = re.compile(r"\$(\d+)")
+
+
+def _code_spans(rql: str) -> List[Tuple[int, int]]:
+    """The [start, end) spans of ``rql`` that are outside string literals."""
+    spans: List[Tuple[int, int]] = []
+    i, start, n = 0, 0, len(rql)
+    while i < n:
+        ch = rql[i]
+        if ch in ("'", '"'):
+            spans.append((start, i))
+            quote, i = ch, i + 1
+            while i < n and rql[i] != quote:
+                i += 2 if rql[i] == "\\" else 1
+            i += 1
+            start = i
+        else:
+            i += 1
+    spans.append((start, min(i, n)))
+    return spans
+
+
+def _split_suffix(rql: str) -> Tuple[str, str]:
+    """Splits a query into (predicate, "SORT(...) DISTINCT(...) LIMIT(...)" suffix)."""
+    for start, end in _code_spans(rql):
+        m = _SUFFIX_RE.search(rql, start, end)
+        if m:
+            return rql[:m.start()].strip(), rql[m.start():].strip()
+    return rql.strip(), ""
+
+
+def _shift_args(rql: str, by: int) -> str:
+    """Renumbers ``$n`` to ``$(n+by)`` outside string literals."""
+    if by == 0:
+        return rql
+    out: List[str] = []
+    last = 0
+    for start, end in _code_spans(rql):
+        out.append(rql[last:start])
+        out.append(_ARG_RE.sub(lambda m: f"${int(m.group(1)) + by}", rql[start:end]))
+        last = end
+    out.append(rql[last:])
+    return "".join(out)
+
+
+# MARK: - Realm
+
+class Realm:
+    """An open realm (one connection to one database file, or an in-memory database).
+
+    Use :func:`atoll.open` (or this constructor, which takes the same arguments)::
+
+        with atoll.open("app.realm", schema=[...], schema_version=1) as realm:
+            with realm.write():
+                realm.create("Dog", {"_id": 1, "name": "Rex"})
+    """
+
+    def __init__(
+        self,
+        path: Optional[PathLike] = None,
+        *,
+        schema: Optional[Sequence[Mapping[str, Any]]] = None,
+        schema_version: int = 0,
+        in_memory: bool = False,
+        read_only: bool = False,
+        write_timeout_ms: int = -1,
+    ) -> None:
+        self._handle: Any = None
+        config: Dict[str, Any] = {}
+        if path is not None:
+            if not isinstance(path, (str, os.PathLike)):
+                raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+            path = os.fspath(path)
+            if not isinstance(path, str):
+                raise TypeError("path must be text, not bytes")
+            if "\x00" in path:
+                raise ValueError(f"path must not contain NUL characters: {path!r}")
+            config["path"] = path
+        elif not in_memory:
+            raise TypeError("open() needs a path unless in_memory=True")
+        if schema is not None:
+            if isinstance(schema, (str, bytes, Mapping)) or not isinstance(schema, Iterable):
+                raise TypeError("schema must be a list of object schemas (dicts), "
+                                f"not {type(schema).__name__}")
+            config["schema"] = list(schema)
+        if isinstance(schema_version, bool) or not isinstance(schema_version, int):
+            raise TypeError(f"schema_version must be an int, not {type(schema_version).__name__}")
+        config["schemaVersion"] = schema_version
+        for name, flag in (("in_memory", in_memory), ("read_only", read_only)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+        config["inMemory"] = in_memory
+        config["readOnly"] = read_only
+        if isinstance(write_timeout_ms, bool) or not isinstance(write_timeout_ms, int):
+            raise TypeError(
+                f"write_timeout_ms must be an int, not {type(write_timeout_ms).__name__}")
+        config["writeTimeoutMs"] = write_timeout_ms
+
+        self.path: Optional[str] = path  # type: ignore[assignment]
+        self.write_timeout_ms: int = write_timeout_ms
+        self._config_json = _json_arg(config)
+        self._lock = threading.Lock()                # guards _results and _handle changes
+        self._results: "weakref.WeakSet[Results]" = weakref.WeakSet()
+        self._write_cond = threading.Condition()     # threads of this process take turns
+        self._writer: Optional[int] = None           # thread ident holding the transaction
+
+        handle = lib.atoll_realm_open(self._config_json)
+        if not handle:
+            raise_last_error("atoll_realm_open")
+        self._handle = handle
+        self._finalizer = weakref.finalize(self, _close_realm_handle, handle)
+
+    # MARK: Lifetime
+
+    def close(self) -> None:
+        """Closes the realm (idempotent). Frees its live Results first; a write transaction
+        left open is cancelled, and nothing of it is kept."""
+        with self._lock:
+            if self._handle is None:
+                return
+            results = list(self._results)
+            self._handle = None
+        for r in results:
+            r.close()
+        self._finalizer()
+        with self._write_cond:
+            self._writer = None
+            self._write_cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def __enter__(self) -> "Realm":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else "open"
+        where = repr(self.path) if self.path is not None else "in-memory"
+        return f"<atoll.Realm {where} {state}>"
+
+    def _h(self) -> Any:
+        handle = self._handle
+        if handle is None:
+            raise closed_error("realm")
+        return handle
+
+    # MARK: Transactions
+
+    def begin_write(self) -> None:
+        """Begins a write transaction.
+
+        Waits while another thread of this process has one open on this Realm, then while
+        another handle or process holds the file's write lock (up to ``write_timeout_ms``;
+        -1 waits as long as it takes). Raises AlreadyInWriteError when this thread already
+        has one open, BusyError on timeout, ReadOnlyError, ClosedError.
+        """
+        me = threading.get_ident()
+        reserved = False
+        deadline = (time.monotonic() + self.write_timeout_ms / 1000.0
+                    if self.write_timeout_ms >= 0 else None)
+        with self._write_cond:
+            while self._writer is not None and self._writer != me and self._handle is not None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise BusyError(
+                        f"another thread kept this realm's write transaction open for more "
+                        f"than write_timeout_ms={self.write_timeout_ms}",
+                        _ffi.ATOLL_ERR_BUSY)
+                self._write_cond.wait(remaining)
+            if self._writer is None:
+                self._writer = me
+                reserved = True
+        try:
+            if not lib.atoll_realm_begin_write(self._h()):
+                raise_last_error("atoll_realm_begin_write")
+        except BaseException:
+            if reserved:
+                self._release_writer()
+            raise
+
+    def _release_writer(self) -> None:
+        with self._write_cond:
+            self._writer = None
+            self._write_cond.notify_all()
+
+    def commit(self) -> None:
+        """Commits the write transaction (NotInWriteError when there is none)."""
+        self._end_write(lib.atoll_realm_commit, "atoll_realm_commit")
+
+    def cancel_write(self) -> None:
+        """Cancels the write transaction: nothing written since begin_write() is kept."""
+        self._end_write(lib.atoll_realm_cancel_write, "atoll_realm_cancel_write")
+
+    def _end_write(self, fn: Any, name: str) -> None:
+        if fn(self._h()):
+            self._release_writer()
+            return
+        try:
+            raise_last_error(name)
+        except NotInWriteError:
+            raise  # there was no transaction; leave any other thread's reservation alone
+        except AtollError:
+            self._release_writer()  # closed, or rolled back (ATOLL_ERR_FILE): it has ended
+            raise
+
+    @contextmanager
+    def write(self) -> Iterator["Realm"]:
+        """``with realm.write():`` -- begins a transaction, commits it when the block ends,
+        cancels it (and re-raises) when the block raises."""
+        self.begin_write()
+        try:
+            yield self
+        except BaseException:
+            if self._handle is not None:
+                try:
+                    self.cancel_write()
+                except Exception:
+                    pass  # the block's exception is the one that matters
+            else:
+                self._release_writer()
+            raise
+        self.commit()
+
+    @property
+    def in_write(self) -> bool:
+        """Whether this realm has a write transaction open."""
+        out = ctypes.c_bool(False)
+        if not lib.atoll_realm_is_in_write(self._h(), ctypes.byref(out)):
+            raise_last_error("atoll_realm_is_in_write")
+        return bool(out.value)
+
+    # MARK: Metadata
+
+    @property
+    def schema(self) -> List[Dict[str, Any]]:
+        """The realm's schema: a list of object schemas in the object form."""
+        text = _ffi.take_string(lib.atoll_realm_schema(self._h()))
+        if text is None:
+            raise_last_error("atoll_realm_schema")
+        return ejson.loads(text)
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version stored in the file."""
+        out = ctypes.c_uint64(0)
+        if not lib.atoll_realm_schema_version(self._h(), ctypes.byref(out)):
+            raise_last_error("atoll_realm_schema_version")
+        return int(out.value)
+
+    @property
+    def version(self) -> int:
+        """The version of the newest change-log entry (0 for a realm never written to)."""
+        out = ctypes.c_uint64(0)
+        if not lib.atoll_realm_version(self._h(), ctypes.byref(out)):
+            raise_last_error("atoll_realm_version")
+        return int(out.value)
+
+    def changes(self, after_version: int = 0, max_entries: int = 0) -> List[Dict[str, Any]]:
+        """The change-log entries newer than ``after_version``, oldest first (at most
+        ``max_entries``; 0 means all): ``[{"version", "timestamp", "instructions"}, ...]``."""
+        after = _size(after_version, "after_version")
+        most = _size(max_entries, "max_entries")
+        text = _ffi.take_string(lib.atoll_realm_changes(self._h(), after, most))
+        if text is None:
+            raise_last_error("atoll_realm_changes")
+        return ejson.loads(text)
+
+    # MARK: Objects
+
+    def create(self, class_name: str, values: Mapping[str, Any], update: str = "error") -> Object:
+        """Creates an object (or updates the one with its primary key, as ``update`` says:
+        "error", "modified" or "all"), in a write transaction. Returns it as stored."""
+        cls = _cstr(class_name, "class_name")
+        policy = _policy(update)
+        body = _json_arg(_object_arg(values))
+        text = _ffi.take_string(lib.atoll_object_create(self._h(), cls, body, policy))
+        if text is None:
+            raise_last_error("atoll_object_create")
+        return ejson.loads(text)
+
+    def create_many(self, class_name: str, rows: Iterable[Mapping[str, Any]],
+                    update: str = "error") -> int:
+        """Creates or updates many objects, all or nothing. Returns how many were written."""
+        cls = _cstr(class_name, "class_name")
+        policy = _policy(update)
+        if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+            raise TypeError(f"rows must be an iterable of mappings, not {type(rows).__name__}")
+        items = [_object_arg(r, f"rows[{i}]") for i, r in enumerate(rows)]
+        count = ctypes.c_size_t(0)
+        if not lib.atoll_objects_create_many(self._h(), cls, _json_arg(items), policy,
+                                             ctypes.byref(count)):
+            raise_last_error("atoll_objects_create_many")
+        return int(count.value)
+
+    def get(self, class_name: str, primary_key: Any) -> Optional[Object]:
+        """The object with that primary key, or None when there is none."""
+        cls = _cstr(class_name, "class_name")
+        text = _ffi.take_string(lib.atoll_object_get(self._h(), cls, _json_arg(primary_key)))
+        if text is None:
+            try:
+                raise_last_error("atoll_object_get")
+            except NotFoundError:
+                return None
+        return ejson.loads(text)  # type: ignore[arg-type]
+
+    def delete(self, class_name: str, primary_key: Any) -> None:
+        """Deletes the object with that primary key (NotFoundError when there is none)."""
+        cls = _cstr(class_name, "class_name")
+        if not lib.atoll_object_delete(self._h(), cls, _json_arg(primary_key)):
+            raise_last_error("atoll_object_delete")
+
+    def objects(self, class_name: str) -> "Results":
+        """All objects of a class; narrow with :meth:`Results.filter`."""
+        return Results(self, class_name, None, ())
+
+    # MARK: Results bookkeeping
+
+    def _forget(self, results: "Results") -> None:
+        with self._lock:
+            self._results.discard(results)
+
+    def _adopt(self, results: "Results", handle: Any) -> None:
+        with self._lock:
+            if self._handle is None:
+                lib.atoll_results_free(handle)
+                raise closed_error("realm")
+            self._results.add(results)
+
+
+def open(
+    path: Optional[PathLike] = None,
+    *,
+    schema: Optional[Sequence[Mapping[str, Any]]] = None,
+    schema_version: int = 0,
+    in_memory: bool = False,
+    read_only: bool = False,
+    write_timeout_ms: int = -1,
+) -> Realm:
+    """Opens (creating when needed) a realm. See :class:`Realm`."""
+    return Realm(path, schema=schema, schema_version=schema_version, in_memory=in_memory,
+                 read_only=read_only, write_timeout_ms=write_timeout_ms)
+
+
+# MARK: - Results
+
+class Results(Sequence[Object]):
+    """The objects of one class that match a query, in the query's order.
+
+    Results are live: each call (len, indexing, iteration page) sees the data as of that call.
+    """
+
+    PAGE_SIZE = 1000
+
+    def __init__(self, realm: Realm, class_name: str, rql: Optional[str],
+                 args: Sequence[Any]) -> None:
+        self._handle: Any = None
+        cls = _cstr(class_name, "class_name")
+        rql_bytes = None if rql is None else _cstr(rql, "query")
+        args_json = _json_arg(list(args)) if args else None
+        self.realm: Realm = realm
+        self.class_name: str = class_name
+        self.query: Optional[str] = rql
+        self.args: Tuple[Any, ...] = tuple(args)
+        self._lock = threading.Lock()
+        handle = lib.atoll_results_query(realm._h(), cls, rql_bytes, args_json)
+        if not handle:
+            raise_last_error("atoll_results_query")
+        self._finalizer = weakref.finalize(self, _free_results_handle, handle)
+        self._handle = handle
+        try:
+            realm._adopt(self, handle)
+        except ClosedError:
+            self._handle = None
+            self._finalizer.detach()
+            raise
+
+    # MARK: Lifetime
+
+    def close(self) -> None:
+        """Frees the results (idempotent)."""
+        with self._lock:
+            if self._handle is None:
+                return
+            self._handle = None
+            self._finalizer()
+        self.realm._forget(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def __enter__(self) -> "Results":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        q = "" if self.query is None else f" {self.query!r}"
+        a = f" {list(self.args)!r}" if self.args else ""
+        return f"<atoll.Results {self.class_name}{q}{a}{' closed' if self.closed else ''}>"
+
+    # MARK: Query
+
+    def filter(self, rql: str, *args: Any) -> "Results":
+        """New Results narrowed by ``rql`` (with ``$0``... bound to ``args``)::
+
+            realm.objects("Dog").filter("age > $0 SORT(name ASC)", 2)
+
+        On Results that are already filtered, the queries combine as ``(old) AND (new)``,
+        the new ``$n`` renumbered after the old arguments; that needs the old query to have
+        no SORT / DISTINCT / LIMIT (NotImplementedError otherwise).
+        """
+        if not isinstance(rql, str):
+            raise TypeError(f"query must be a str, not {type(rql).__name__}")
+        self._check_open()
+        if self.query is None or not self.query.strip():
+            return Results(self.realm, self.class_name, rql, args)
+        old_pred, old_suffix = _split_suffix(self.query)
+        if old_suffix:
+            raise NotImplementedError(
+                f"cannot narrow {self.query!r}: it ends in {old_suffix!r}, and SORT / "
+                "DISTINCT / LIMIT cannot be combined with AND; filter the unfiltered "
+                "objects() with one query instead")
+        new_pred, new_suffix = _split_suffix(_shift_args(rql, len(self.args)))
+        combined = f"({old_pred or 'TRUEPREDICATE'}) AND ({new_pred or 'TRUEPREDICATE'})"
+        if new_suffix:
+            combined += " " + new_suffix
+        return Results(self.realm, self.class_name, combined, self.args + tuple(args))
+
+    # MARK: Reading
+
+    def _check_open(self) -> None:
+        if self._handle is None:
+            raise closed_error("results")
+
+    def __len__(self) -> int:
+        out = ctypes.c_size_t(0)
+        with self._lock:
+            self._check_open()
+            ok = lib.atoll_results_count(self._handle, ctypes.byref(out))
+            if not ok:
+                raise_last_error("atoll_results_count")
+        return int(out.value)
+
+    def _fetch(self, offset: int, limit: int) -> List[Object]:
+        """Objects [offset, offset + limit); limit 0 means all from offset on."""
+        with self._lock:
+            self._check_open()
+            text = _ffi.take_string(lib.atoll_results_json(self._handle, offset, limit))
+            if text is None:
+                raise_last_error("atoll_results_json")
+        return ejson.loads(text)
+
+    @overload
+    def __getitem__(self, index: int) -> Object: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> List[Object]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[Object, List[Object]]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return self._fetch(0, 0)[index]
+            if stop <= start:
+                return []
+            return self._fetch(start, stop - start)
+        if isinstance(index, bool) or not isinstance(index, int):
+            try:
+                index = index.__index__()  # type: ignore[union-attr]
+            except AttributeError:
+                raise TypeError(
+                    f"Results indices must be int or slice, not {type(index).__name__}"
+                ) from None
+        original = index
+        if index < 0:
+            index += len(self)
+            if index < 0:
+                raise IndexError(f"Results index {original} out of range")
+        page = self._fetch(index, 1)
+        if not page:
+            raise IndexError(f"Results index {original} out of range")
+        return page[0]
+
+    def __iter__(self) -> Iterator[Object]:
+        offset = 0
+        while True:
+            page = self._fetch(offset, self.PAGE_SIZE)
+            yield from page
+            if len(page) < self.PAGE_SIZE:
+                return
+            offset += len(page)
+
+    def to_list(self) -> List[Object]:
+        """All matching objects, read in one call."""
+        return self._fetch(0, 0)
+
+    # MARK: Writing
+
+    def delete_all(self) -> int:
+        """Deletes every object that matches now (in a write transaction); returns how many."""
+        out = ctypes.c_size_t(0)
+        with self._lock:
+            self._check_open()
+            if not lib.atoll_results_delete_all(self._handle, ctypes.byref(out)):
+                raise_last_error("atoll_results_delete_all")
+        return int(out.value)
