@@ -14,6 +14,7 @@ public typealias JSONRef = UnsafeMutablePointer<json_t>
 public enum EJSON {
     // jansson's flags (macros in C).
     static let decodeAny = 0x4
+    static let allowNul = 0x10
     static let compact = 0x20
     static let encodeAny = 0x200
 
@@ -34,7 +35,7 @@ public enum EJSON {
     /// Parses JSON text into a jansson value (new reference).
     public static func load(_ text: UnsafePointer<CChar>) throws -> JSONRef {
         var error = json_error_t()
-        guard let json = json_loads(text, Int(decodeAny), &error) else {
+        guard let json = json_loads(text, Int(decodeAny | allowNul), &error) else {
             let message = withUnsafeBytes(of: error.text) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }

@@ -120,7 +120,19 @@ final class Statement {
     func bindNull(_ i: Int32) { sqlite3_bind_null(stmt, i) }
     func bind(_ i: Int32, _ v: Int64) { sqlite3_bind_int64(stmt, i, v) }
     func bind(_ i: Int32, _ v: Double) { sqlite3_bind_double(stmt, i, v) }
-    func bind(_ i: Int32, _ v: String) { sqlite3_bind_text(stmt, i, v, -1, sqliteTransient) }
+    func bind(_ i: Int32, _ v: String) {
+        // With the byte length, not -1: a string may contain U+0000.
+        var v = v
+        v.withUTF8 { buf in
+            guard let base = buf.baseAddress, buf.count > 0 else {
+                sqlite3_bind_text(stmt, i, "", 0, sqliteTransient)
+                return
+            }
+            base.withMemoryRebound(to: CChar.self, capacity: buf.count) {
+                sqlite3_bind_text(stmt, i, $0, Int32(buf.count), sqliteTransient)
+            }
+        }
+    }
     func bind(_ i: Int32, _ v: [UInt8]) {
         _ = v.withUnsafeBytes { raw in
             // A zero-length blob must still be a blob, not NULL: bind_zeroblob gives that.

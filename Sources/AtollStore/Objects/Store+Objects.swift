@@ -150,16 +150,19 @@ extension Store {
                 }
             }
         }
-        // Insert.
-        let insert = try conn.statement(info.insertSQL)
+        // Insert. Resolve every value first: an inline link may insert into this same class,
+        // with this same cached statement.
         var logged = [(Property, Value)]()
+        var values = [SQLValue]()
         logged.reserveCapacity(info.columns.count)
-        for (i, p) in info.columns.enumerated() {
+        values.reserveCapacity(info.columns.count)
+        for p in info.columns {
             let (sql, canonical) = try resolve(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
-            insert.bind(Int32(i + 1), sql)
+            values.append(sql)
             logged.append((p, canonical))
         }
-        // Resolving links may have used other statements; this one keeps its bindings.
+        let insert = try conn.statement(info.insertSQL)
+        insert.bind(values)
         do { try insert.run() } catch let e as AtollError where e.code == .duplicatePrimaryKey {
             throw AtollError(.duplicatePrimaryKey, "an object of class '\(info.name)' with primary key \(pk?.shortDescription ?? "?") exists already")
         }
@@ -319,12 +322,12 @@ extension Store {
     private func insertEmbedded(_ info: ClassInfo, _ doc: Document, _ policy: UpdatePolicy, _ conn: Connection,
                                 _ rec: ChangeRecorder) throws -> (Int64, Document) {
         try checkKeys(info, doc)
-        var canonical = Document()
+        var canonical = [String: Value]()
         var values = [SQLValue]()
         for p in info.columns {
             let (sql, v) = try resolve(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
             values.append(sql)
-            canonical.appendNew(p.name, v)
+            canonical[p.name] = v
         }
         let insert = try conn.statement(info.insertSQL)
         insert.bind(values)
@@ -333,9 +336,10 @@ extension Store {
         for p in info.lists {
             let items = try resolveList(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
             try insertList(info, p, rowKey, items.map(\.0), conn)
-            canonical.appendNew(p.name, .list(items.map(\.1)))
+            canonical[p.name] = .list(items.map(\.1))
         }
-        return (rowKey, canonical)
+        // The embedded object as its owner's `set` records it, in schema order.
+        return (rowKey, Document(info.layout.map { ($0.0.name, canonical[$0.0.name] ?? .null) }))
     }
 
     private func insertList(_ info: ClassInfo, _ p: Property, _ owner: Int64, _ items: [SQLValue], _ conn: Connection) throws {
@@ -428,8 +432,9 @@ extension Store {
     func document(_ info: ClassInfo, _ row: [SQLValue], _ conn: Connection) throws -> Document {
         var doc = Document()
         guard case .integer(let rowKey) = row[0] else { return doc }
-        for (i, p) in info.columns.enumerated() { doc.appendNew(p.name, try readValue(p, row[i + 1], conn)) }
-        for p in info.lists { doc.appendNew(p.name, try readList(info, p, rowKey, conn)) }
+        for (p, column) in info.layout {
+            doc.appendNew(p.name, try column.map { try readValue(p, row[$0], conn) } ?? readList(info, p, rowKey, conn))
+        }
         return doc
     }
 

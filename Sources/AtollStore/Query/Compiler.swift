@@ -123,8 +123,8 @@ final class QueryCompiler {
 
     private func comparison(_ c: Comparison, _ scope: Scope) throws -> String {
         var c = c
-        // Put the key path on the left: `5 < age` is `age > 5`.
-        if case .keyPath = c.right, try constant(c.left) != nil {
+        // Put the key path on the left: `5 < age` is `age > 5` (`v IN list` is handled below).
+        if c.op != .in, case .keyPath = c.right, try constant(c.left) != nil {
             guard c.quantifier == nil, let flipped = c.op.flipped else {
                 throw AtollError(.queryInvalid, "the operator \(c.op.rawValue) needs the property on its left, at position \(c.position)")
             }
@@ -303,7 +303,7 @@ final class QueryCompiler {
             if !c.caseInsensitive, !c.diacriticInsensitive, p.type == .string {
                 switch op {
                 case .beginsWith: return "coalesce(substr(\(expr), 1, length(\(arg))) = \(arg), 0)"
-                case .endsWith: return "coalesce(length(\(arg)) = 0 OR substr(\(expr), -length(\(arg))) = \(arg), 0)"
+                case .endsWith: return "coalesce(\(expr) IS NOT NULL AND (length(\(arg)) = 0 OR substr(\(expr), -length(\(arg))) = \(arg)), 0)"
                 case .contains: return "coalesce(instr(\(expr), \(arg)) > 0, 0)"
                 default: break
                 }

@@ -31,7 +31,7 @@ private let atollMatch: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePoin
         return Array(UnsafeBufferPointer(start: p, count: n))
     }
     let matched: Bool
-    if flags == 0 {
+    if flags == 0, op != 4 {  // LIKE's `?` is one character, not one byte
         matched = match(op, bytes(a), bytes(b))
     } else {
         let fold = { (raw: [UInt8]) -> [Unicode.Scalar] in

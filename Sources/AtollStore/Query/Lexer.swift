@@ -161,30 +161,52 @@ struct Lexer {
         return .double(v)
     }
 
-    /// `YYYY-MM-DD@HH:MM:SS[:NANOS]`, Realm's readable timestamp.
+    /// `YYYY-MM-DD@HH:MM:SS[:NANOS]` (Realm's readable timestamp, UTC) or ISO 8601
+    /// `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]`; nil when the text here is not a date.
     private mutating func dateLiteral() throws -> Timestamp? {
-        var j = i
-        var text = ""
-        while j < chars.count, chars[j].isNumber || "-@:.".contains(chars[j]) || chars[j] == "T" && text.count == 10 {
-            text.append(chars[j])
+        func digits(_ at: Int, _ n: Int) -> Bool {
+            guard at + n <= chars.count else { return false }
+            return chars[at..<(at + n)].allSatisfy { $0.isASCII && $0.isNumber }
+        }
+        guard digits(i, 4), i + 10 <= chars.count, chars[i + 4] == "-", digits(i + 5, 2), chars[i + 7] == "-",
+              digits(i + 8, 2) else { return nil }
+        let start = i
+        var j = i + 10
+        var iso = String(chars[i..<j])
+        if j < chars.count, chars[j] == "@" || chars[j] == "T" {
+            let readable = chars[j] == "@"
             j += 1
-        }
-        guard text.contains("@") || (text.count >= 10 && text.dropFirst(4).first == "-" && text.contains(":")) else { return nil }
-        let parts = text.split(separator: "@", maxSplits: 1).map(String.init)
-        var iso = parts[0]
-        if parts.count == 2 {
-            let time = parts[1].split(separator: ":").map(String.init)
-            guard time.count == 3 || time.count == 4 else { throw error("bad timestamp '\(text)'", at: i) }
-            iso += "T" + time[0...2].joined(separator: ":")
-            if time.count == 4 {
-                let nanos = time[3]
-                iso += "." + String(repeating: "0", count: max(0, 9 - nanos.count)) + nanos
+            var time = ""
+            while j < chars.count, chars[j].isASCII, chars[j].isNumber || chars[j] == ":" || chars[j] == "." {
+                time.append(chars[j])
+                j += 1
             }
-            iso += "Z"
-        } else if !iso.hasSuffix("Z") {
-            iso += "Z"
+            if readable {
+                let parts = time.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+                guard parts.count == 3 || parts.count == 4 else { throw error("bad timestamp '\(String(chars[start..<j]))'", at: start) }
+                iso += "T" + parts[0...2].joined(separator: ":")
+                if parts.count == 4 { iso += "." + String(repeating: "0", count: max(0, 9 - parts[3].count)) + parts[3] }
+                iso += "Z"
+            } else {
+                iso += "T" + time
+                if j < chars.count, chars[j] == "Z" || chars[j] == "z" {
+                    iso += "Z"
+                    j += 1
+                } else if j < chars.count, chars[j] == "+" || chars[j] == "-" {
+                    var zone = String(chars[j])
+                    j += 1
+                    while j < chars.count, chars[j].isASCII, chars[j].isNumber || chars[j] == ":" { zone.append(chars[j]); j += 1 }
+                    iso += zone
+                } else {
+                    iso += "Z"
+                }
+            }
+        } else {
+            iso += "T00:00:00Z"
         }
-        guard let ts = Timestamp(iso8601: iso) else { throw error("bad timestamp '\(text)'", at: i) }
+        guard let ts = Timestamp(iso8601: iso) else {
+            throw error("bad timestamp '\(String(chars[start..<j]))'", at: start)
+        }
         i = j
         return ts
     }

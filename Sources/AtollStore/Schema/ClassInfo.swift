@@ -16,6 +16,9 @@ final class ClassInfo {
     /// Properties stored as columns (everything but lists), in schema order.
     let columns: [Property]
     let lists: [Property]
+    /// Every property in schema order, with its column's position in `selectColumns` rows
+    /// (1-based after the row key), nil for lists.
+    let layout: [(Property, Int?)]
     /// `SELECT rowkey, columns... FROM table` (append a WHERE clause).
     let selectColumns: String
     /// `SELECT t.rowkey, t.columns...` (append a FROM clause with the table as `t`).
@@ -39,6 +42,12 @@ final class ClassInfo {
         rowKey = primaryKeyIsRowKey ? quote(primaryKey!.name) : quote("_atoll_key")
         columns = schema.properties.filter { !$0.isList }
         lists = schema.properties.filter { $0.isList }
+        var column = 0
+        layout = schema.properties.map { p in
+            if p.isList { return (p, nil) }
+            column += 1
+            return (p, column)
+        }
         let columnList = columns.map { "t." + quote($0.name) }
         selectList = "SELECT " + (["t." + rowKey] + columnList).joined(separator: ", ")
         selectColumns = selectList + " FROM \(table) AS t"

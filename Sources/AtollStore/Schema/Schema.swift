@@ -87,7 +87,11 @@ public struct Schema: Hashable, Sendable {
             if cls.name.hasPrefix("_atoll_") || cls.name.lowercased().hasPrefix("sqlite_") {
                 throw AtollError(.schema, "class name '\(cls.name)' is reserved")
             }
-            guard seen.insert(cls.name).inserted else {
+            guard seen.insert(cls.name.lowercased()).inserted else {
+                let other = classes.first { $0.name != cls.name && $0.name.lowercased() == cls.name.lowercased() }
+                if let other {
+                    throw AtollError(.schema, "classes '\(other.name)' and '\(cls.name)' differ only in case, which SQLite's table names do not tell apart")
+                }
                 throw AtollError(.schema, "class '\(cls.name)' is defined twice")
             }
             var names = Set<String>()
@@ -95,7 +99,10 @@ public struct Schema: Hashable, Sendable {
                 let at = "\(cls.name).\(p.name)"
                 try validateName(p.name, what: "property '\(cls.name).\(p.name)'", maxBytes: 63)
                 if p.name.hasPrefix("_atoll_") { throw AtollError(.schema, "property name '\(at)' is reserved") }
-                guard names.insert(p.name).inserted else {
+                guard names.insert(p.name.lowercased()).inserted else {
+                    if cls.properties.contains(where: { $0.name != p.name && $0.name.lowercased() == p.name.lowercased() }) {
+                        throw AtollError(.schema, "property '\(at)' differs from another of '\(cls.name)' only in case, which SQLite's column names do not tell apart")
+                    }
                     throw AtollError(.schema, "property '\(at)' is defined twice")
                 }
                 if p.type == .object {

@@ -219,7 +219,11 @@ extension Store {
         if p.type == .object { return "\(quote(p.name)) INTEGER" }
         if info.primaryKeyIsRowKey, p.name == info.primaryKey?.name { return "\(quote(p.name)) INTEGER PRIMARY KEY" }
         if p.name == info.primaryKey?.name { return "\(quote(p.name)) \(p.type.sqlType) NOT NULL UNIQUE" }
-        if p.isOptional { return "\(quote(p.name)) \(p.type.sqlType)" }
+        if p.isOptional {
+            // New optional properties start at their default in existing objects too.
+            let initial = p.defaultValue.map { " DEFAULT \(p.type.sqlLiteral($0))" } ?? ""
+            return "\(quote(p.name)) \(p.type.sqlType)\(initial)"
+        }
         return "\(quote(p.name)) \(p.type.sqlType) NOT NULL DEFAULT \(p.type.sqlLiteral(p.implicitDefault))"
     }
 

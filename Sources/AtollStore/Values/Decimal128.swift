@@ -132,8 +132,9 @@ public struct Decimal128: Hashable, Sendable, Comparable, CustomStringConvertibl
         }
     }
 
-    /// The canonical text of the IEEE 754 / BSON specification: plain notation when the
-    /// exponent is <= 0 and the adjusted exponent >= -6, scientific notation otherwise.
+    /// The text of the IEEE 754 / BSON specification (plain notation when the exponent is <= 0
+    /// and the adjusted exponent >= -6, scientific notation otherwise), except that integers of
+    /// up to 34 digits print in full.
     public var description: String {
         switch kind {
         case .nan: return "NaN"
@@ -145,6 +146,11 @@ public struct Decimal128: Hashable, Sendable, Comparable, CustomStringConvertibl
         let sign = isNegative ? "-" : ""
         let text = String(decoding: digits.map { $0 + 48 }, as: UTF8.self)
         let adjusted = exponent + digits.count - 1
+        // Integers print in full ("100", not the normalized form's "1E+2") while they fit in
+        // 34 digits.
+        if exponent > 0, adjusted < Decimal128.maxDigits {
+            return sign + text + String(repeating: "0", count: exponent)
+        }
         if exponent <= 0, adjusted >= -6 {
             if exponent == 0 { return sign + text }
             let point = digits.count + exponent

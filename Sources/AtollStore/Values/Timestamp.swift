@@ -82,7 +82,7 @@ public struct Timestamp: Hashable, Sendable, Comparable, CustomStringConvertible
                     i += 1
                 }
                 guard digits > 0 else { return nil }
-                for _ in digits..<3 where digits < 3 { frac *= 10 }
+                if digits < 3 { for _ in digits..<3 { frac *= 10 } }
                 ms += frac
             }
             if expect("Z") || expect("z") {
