@@ -139,7 +139,8 @@ const char *atoll_libversion(void);
 /**
  * The error of the last failed call on this thread.
  * @param out receives the code and message; may be NULL to only ask whether there is one.
- *        out->message is borrowed: valid until the next atoll_ call on this thread.
+ *        out->message is borrowed: valid until the next call on this thread of an atoll_
+ *        function that can fail.
  * @return true when the last atoll_ call on this thread that can fail did fail; false when it
  *         succeeded (then *out is set to ATOLL_OK and an empty message). Calls that cannot fail
  *         (see the top of this header) do not change the answer. Any thread.

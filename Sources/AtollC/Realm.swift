@@ -76,9 +76,9 @@ public func atoll_realm_version(_ realm: OpaquePointer?, _ out: UnsafeMutablePoi
 }
 
 @_cdecl("atoll_realm_changes")
-public func atoll_realm_changes(_ realm: OpaquePointer?, _ after: UInt64, _ maxEntries: Int) -> UnsafeMutablePointer<CChar>? {
+public func atoll_realm_changes(_ realm: OpaquePointer?, _ after: UInt64, _ maxEntries: UInt) -> UnsafeMutablePointer<CChar>? {
     call(nil) {
-        let sets = try store(realm).changes(after: after, limit: maxEntries == 0 ? nil : maxEntries)
+        let sets = try store(realm).changes(after: after, limit: maxEntries == 0 ? nil : Int(clamping: maxEntries))
         return try textResult(ChangeLogJSON.make(sets))
     }
 }

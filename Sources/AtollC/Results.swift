@@ -55,13 +55,13 @@ private func page(_ handle: OpaquePointer?, _ offset: Int, _ limit: Int) throws 
 }
 
 @_cdecl("atoll_results_json")
-public func atoll_results_json(_ handle: OpaquePointer?, _ offset: Int, _ limit: Int) -> UnsafeMutablePointer<CChar>? {
-    call(nil) { try textResult(try page(handle, offset, limit)) }
+public func atoll_results_json(_ handle: OpaquePointer?, _ offset: UInt, _ limit: UInt) -> UnsafeMutablePointer<CChar>? {
+    call(nil) { try textResult(try page(handle, Int(clamping: offset), Int(clamping: limit))) }
 }
 
 @_cdecl("atoll_results_json_j")
-public func atoll_results_json_j(_ handle: OpaquePointer?, _ offset: Int, _ limit: Int) -> JSONRef? {
-    call(nil) { try page(handle, offset, limit) }
+public func atoll_results_json_j(_ handle: OpaquePointer?, _ offset: UInt, _ limit: UInt) -> JSONRef? {
+    call(nil) { try page(handle, Int(clamping: offset), Int(clamping: limit)) }
 }
 
 @_cdecl("atoll_results_delete_all")

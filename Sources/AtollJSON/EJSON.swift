@@ -74,7 +74,7 @@ public enum EJSON {
         case JSON_FALSE: return .bool(false)
         case JSON_INTEGER: return .int(Int64(json_integer_value(json)))
         case JSON_REAL: return .double(json_real_value(json))
-        case JSON_STRING: return .string(string(json))
+        case JSON_STRING: return .string(try validString(json))
         case JSON_ARRAY:
             var items = [Value]()
             let n = json_array_size(json)
@@ -98,19 +98,26 @@ public enum EJSON {
         var pairs = [(String, Value)]()
         var iter = json_object_iter(json)
         while let it = iter {
-            let key = String(cString: json_object_iter_key(it))
+            let raw = json_object_iter_key(it)!
+            guard let key = String(validatingCString: raw) else {
+                throw AtollError(.invalidJSON, "an object key is not valid UTF-8")
+            }
             pairs.append((key, try value(json_object_iter_value(it))))
             iter = json_object_iter_next(json, it)
         }
         return Document(pairs)
     }
 
-    static func string(_ json: JSONRef) -> String {
+    /// A JSON string's text, checked: jansson validates text it parses, but a host may build a
+    /// `json_t` with `json_string_nocheck` from any bytes.
+    static func validString(_ json: JSONRef) throws -> String {
         let n = json_string_length(json)
         guard let p = json_string_value(json) else { return "" }
-        return p.withMemoryRebound(to: UInt8.self, capacity: n) {
-            String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
+        let s = p.withMemoryRebound(to: UInt8.self, capacity: n) {
+            String(validating: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
         }
+        guard let s else { throw AtollError(.invalidJSON, "a string is not valid UTF-8") }
+        return s
     }
 
     /// A short name of a jansson value's type, for messages.
@@ -137,7 +144,7 @@ public enum EJSON {
             guard size == 1, inner.pointee.type == JSON_STRING else {
                 throw AtollError(.invalidJSON, "\(key) must be an object with one string value (\(what))")
             }
-            return string(inner)
+            return try validString(inner)
         }
         switch key {
         case "$oid":
@@ -172,7 +179,7 @@ public enum EJSON {
             guard size == 1 else { throw AtollError(.invalidJSON, "$date must be the object's only key") }
             switch inner.pointee.type {
             case JSON_STRING:
-                let s = string(inner)
+                let s = try validString(inner)
                 guard let t = Timestamp(iso8601: s) else {
                     throw AtollError(.invalidJSON, "invalid $date '\(s)': expected ISO 8601 such as 2026-01-01T00:00:00Z")
                 }
@@ -192,12 +199,12 @@ public enum EJSON {
             var base64: String?
             var subType: String?
             if inner.pointee.type == JSON_OBJECT, size == 1 {
-                if let b = json_object_get(inner, "base64"), b.pointee.type == JSON_STRING { base64 = string(b) }
-                if let t = json_object_get(inner, "subType"), t.pointee.type == JSON_STRING { subType = string(t) }
+                if let b = json_object_get(inner, "base64"), b.pointee.type == JSON_STRING { base64 = try validString(b) }
+                if let t = json_object_get(inner, "subType"), t.pointee.type == JSON_STRING { subType = try validString(t) }
             } else if inner.pointee.type == JSON_STRING, size == 2, let t = json_object_get(json, "$type"),
                       t.pointee.type == JSON_STRING {
-                base64 = string(inner)
-                subType = string(t)
+                base64 = try validString(inner)
+                subType = try validString(t)
             }
             guard let base64, let subType, let bytes = Data(base64Encoded: base64), let sub = UInt8(subType, radix: 16) else {
                 throw AtollError(.invalidJSON, "invalid $binary: expected {\"base64\": \"…\", \"subType\": \"00\"}")

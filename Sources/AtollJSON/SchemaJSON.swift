@@ -29,14 +29,14 @@ public enum SchemaJSON {
         guard let nameRef = json_object_get(json, "name"), nameRef.pointee.type == JSON_STRING else {
             throw AtollError(.schema, "schema entry \(index) needs a \"name\" string")
         }
-        let name = EJSON.string(nameRef)
+        let name = try EJSON.validString(nameRef)
         for key in keys(json) where !["name", "primaryKey", "embedded", "properties", "asymmetric"].contains(key) {
             throw AtollError(.schema, "class '\(name)': unknown key '\(key)'")
         }
         var primaryKey: String?
         if let pk = json_object_get(json, "primaryKey"), pk.pointee.type != JSON_NULL {
             guard pk.pointee.type == JSON_STRING else { throw AtollError(.schema, "class '\(name)': \"primaryKey\" must be a string") }
-            primaryKey = EJSON.string(pk)
+            primaryKey = try EJSON.validString(pk)
         }
         let embedded = try flag(json, "embedded", "class '\(name)'")
         if try flag(json, "asymmetric", "class '\(name)'") {
@@ -83,7 +83,7 @@ public enum SchemaJSON {
     private static func property(_ name: String, _ json: JSONRef, className: String) throws -> Property {
         let at = "property '\(className).\(name)'"
         if json.pointee.type == JSON_STRING {
-            return try shorthand(name, EJSON.string(json), at: at)
+            return try shorthand(name, try EJSON.validString(json), at: at)
         }
         guard json.pointee.type == JSON_OBJECT else {
             throw AtollError(.schema, "\(at) must be a type string or an object, not \(EJSON.kind(json))")
@@ -94,11 +94,11 @@ public enum SchemaJSON {
         guard let typeRef = json_object_get(json, "type"), typeRef.pointee.type == JSON_STRING else {
             throw AtollError(.schema, "\(at) needs a \"type\" string")
         }
-        let typeName = EJSON.string(typeRef)
+        let typeName = try EJSON.validString(typeRef)
         var objectType: String?
         if let o = json_object_get(json, "objectType"), o.pointee.type != JSON_NULL {
             guard o.pointee.type == JSON_STRING else { throw AtollError(.schema, "\(at): \"objectType\" must be a string") }
-            objectType = EJSON.string(o)
+            objectType = try EJSON.validString(o)
         }
         let optionalGiven = json_object_get(json, "optional") != nil
         let optional = try flag(json, "optional", at)
@@ -227,7 +227,7 @@ public enum ConfigurationJSON {
             switch key {
             case "path":
                 guard v.pointee.type == JSON_STRING else { throw AtollError(.invalidArgument, "configuration \"path\" must be a string") }
-                config.path = EJSON.string(v)
+                config.path = try EJSON.validString(v)
             case "inMemory": config.inMemory = try bool()
             case "readOnly": config.readOnly = try bool()
             case "schemaVersion":

@@ -218,7 +218,10 @@ struct Lexer {
         while j < chars.count, chars[j].isNumber || chars[j] == ":" || chars[j] == "-" { text.append(chars[j]); j += 1 }
         let parts = text.split(separator: ":")
         guard parts.count == 2, let s = Int64(parts[0]), let ns = Int64(parts[1]) else { return nil }
+        let (ms, overflow) = s.multipliedReportingOverflow(by: 1000)
+        let (total, overflow2) = ms.addingReportingOverflow(ns / 1_000_000)
+        guard !overflow, !overflow2 else { throw error("timestamp 'T\(text)' is out of range", at: i) }
         i = j
-        return Timestamp(milliseconds: s * 1000 + ns / 1_000_000)
+        return Timestamp(milliseconds: total)
     }
 }

@@ -20,9 +20,9 @@ public struct Timestamp: Hashable, Sendable, Comparable, CustomStringConvertible
     public var description: String { iso8601 }
 
     public var iso8601: String {
-        var ms = milliseconds
-        let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
-        ms -= days * 86_400_000
+        // Floor division that cannot overflow, even at Int64.min.
+        var (days, ms) = milliseconds.quotientAndRemainder(dividingBy: 86_400_000)
+        if ms < 0 { days -= 1; ms += 86_400_000 }
         let (y, m, d) = civil(fromDays: days)
         let h = ms / 3_600_000, mi = ms / 60_000 % 60, s = ms / 1000 % 60, f = ms % 1000
         func pad(_ v: Int64, _ n: Int) -> String {

@@ -1,0 +1,218 @@
+/*
+ * raw_sqlite.c — the limit: the benchmark workloads written directly against SQLite's C API,
+ * as a careful engineer would (prepared statements reused, INTEGER PRIMARY KEY, an index on
+ * age, one transaction per write workload, WAL, synchronous=NORMAL).
+ *
+ *   usage: raw_sqlite DBFILE N
+ *
+ * Prints one line per measurement, "<name> <seconds>", plus "#"-comment lines and
+ * "check <name> <value>" lines (results, so that contenders can be compared for agreement).
+ * Main figures: W1 W2 W3 W4 W5. Details: W3_index W3_scan (W3 is the better of the two),
+ * W4_txn (W4's reads inside one read transaction, for reference), W5_single (one UPDATE ...
+ * SET age = age + 1, for reference).
+ */
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static sqlite3 *db;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "raw_sqlite: %s: %s\n", what, sqlite3_errmsg(db));
+    exit(1);
+}
+
+static void exec(const char *sql) {
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        fprintf(stderr, "raw_sqlite: %s: %s\n", sql, err ? err : "?");
+        exit(1);
+    }
+}
+
+static sqlite3_stmt *prepare(const char *sql) {
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) die(sql);
+    return s;
+}
+
+/* The benchmark's shared random keys: splitmix64 from a fixed seed, key = next % n.
+ * bench/swift/main.swift, bench/cabi.c and bench/python_bench.py use the same generator. */
+static uint64_t rng_state;
+static uint64_t splitmix64(void) {
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+#define BENCH_SEED 20240601ULL
+#define W4_READS 100000
+
+static int64_t count_query(sqlite3_stmt *s) {
+    if (sqlite3_step(s) != SQLITE_ROW) die("count");
+    int64_t n = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return n;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: raw_sqlite DBFILE N\n");
+        return 2;
+    }
+    const char *path = argv[1];
+    int64_t n = strtoll(argv[2], NULL, 10);
+    if (n < 1000) { fprintf(stderr, "raw_sqlite: N must be >= 1000\n"); return 2; }
+
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+        die("open");
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    exec("CREATE TABLE item (_id INTEGER PRIMARY KEY, name TEXT NOT NULL, age INTEGER NOT NULL,"
+         " owner TEXT NOT NULL)");
+    exec("CREATE INDEX item_age ON item (age)");
+    printf("# raw SQLite %s, N=%" PRId64 "\n", sqlite3_libversion(), n);
+
+    /* W1: insert n rows in one transaction. */
+    {
+        sqlite3_stmt *ins = prepare("INSERT INTO item (_id, name, age, owner) VALUES (?, ?, ?, ?)");
+        char name[32], owner[32];
+        double t0 = now();
+        exec("BEGIN");
+        for (int64_t i = 0; i < n; i++) {
+            int nl = snprintf(name, sizeof name, "name-%" PRId64, i);
+            int ol = snprintf(owner, sizeof owner, "owner-%" PRId64, i % 1000);
+            sqlite3_bind_int64(ins, 1, i);
+            sqlite3_bind_text(ins, 2, name, nl, SQLITE_STATIC);
+            sqlite3_bind_int64(ins, 3, i % 100);
+            sqlite3_bind_text(ins, 4, owner, ol, SQLITE_STATIC);
+            if (sqlite3_step(ins) != SQLITE_DONE) die("insert");
+            sqlite3_reset(ins);
+        }
+        exec("COMMIT");
+        printf("W1 %.6f\n", now() - t0);
+        sqlite3_finalize(ins);
+    }
+
+    /* W2: count age == 42, 100 times (the index answers it). */
+    {
+        sqlite3_stmt *s = prepare("SELECT count(*) FROM item WHERE age = ?");
+        int64_t c = 0;
+        double t0 = now();
+        for (int r = 0; r < 100; r++) {
+            sqlite3_bind_int64(s, 1, 42);
+            c = count_query(s);
+        }
+        printf("W2 %.6f\n", now() - t0);
+        printf("check W2 %" PRId64 "\n", c);
+        sqlite3_finalize(s);
+    }
+
+    /* W3: count owner == 'owner-7' AND age > 50, 10 times: with the planner's choice (the age
+     * index, which selects half the table) and with the index hidden (+age: a table scan). */
+    {
+        sqlite3_stmt *ix = prepare("SELECT count(*) FROM item WHERE owner = ? AND age > ?");
+        sqlite3_stmt *scan = prepare("SELECT count(*) FROM item WHERE owner = ? AND +age > ?");
+        int64_t c1 = 0, c2 = 0;
+        double t0 = now();
+        for (int r = 0; r < 10; r++) {
+            sqlite3_bind_text(ix, 1, "owner-7", -1, SQLITE_STATIC);
+            sqlite3_bind_int64(ix, 2, 50);
+            c1 = count_query(ix);
+        }
+        double t_index = now() - t0;
+        t0 = now();
+        for (int r = 0; r < 10; r++) {
+            sqlite3_bind_text(scan, 1, "owner-7", -1, SQLITE_STATIC);
+            sqlite3_bind_int64(scan, 2, 50);
+            c2 = count_query(scan);
+        }
+        double t_scan = now() - t0;
+        if (c1 != c2) { fprintf(stderr, "raw_sqlite: W3 plans disagree: %" PRId64 " vs %" PRId64 "\n", c1, c2); return 1; }
+        printf("W3_index %.6f\n", t_index);
+        printf("W3_scan %.6f\n", t_scan);
+        printf("W3 %.6f\n", t_index < t_scan ? t_index : t_scan);
+        printf("check W3 %" PRId64 "\n", c1);
+        sqlite3_finalize(ix);
+        sqlite3_finalize(scan);
+    }
+
+    /* W4: 100,000 primary-key reads of name, same seeded random keys as every contender. */
+    {
+        int64_t *keys = malloc(sizeof(int64_t) * W4_READS);
+        rng_state = BENCH_SEED;
+        for (int i = 0; i < W4_READS; i++) keys[i] = (int64_t)(splitmix64() % (uint64_t)n);
+        sqlite3_stmt *s = prepare("SELECT name FROM item WHERE _id = ?");
+        uint64_t total_len = 0;
+        double t0 = now();
+        for (int i = 0; i < W4_READS; i++) {
+            sqlite3_bind_int64(s, 1, keys[i]);
+            if (sqlite3_step(s) != SQLITE_ROW) die("W4 read");
+            const unsigned char *name = sqlite3_column_text(s, 0);
+            total_len += (uint64_t)sqlite3_column_bytes(s, 0);
+            (void)name;
+            sqlite3_reset(s);
+        }
+        printf("W4 %.6f\n", now() - t0);
+        printf("check W4 %" PRIu64 "\n", total_len);
+        /* For reference: the same reads inside one read transaction (one lock and WAL snapshot
+         * for all of them, instead of one per read as in autocommit, which is what Atoll does). */
+        t0 = now();
+        exec("BEGIN");
+        for (int i = 0; i < W4_READS; i++) {
+            sqlite3_bind_int64(s, 1, keys[i]);
+            if (sqlite3_step(s) != SQLITE_ROW) die("W4 read");
+            total_len += (uint64_t)sqlite3_column_bytes(s, 0);
+            sqlite3_reset(s);
+        }
+        exec("COMMIT");
+        printf("W4_txn %.6f\n", now() - t0);
+        sqlite3_finalize(s);
+        free(keys);
+    }
+
+    /* W5: age = age + 1 on every row, row by row (read it, write it back), one transaction. */
+    {
+        sqlite3_stmt *sel = prepare("SELECT age FROM item WHERE _id = ?");
+        sqlite3_stmt *upd = prepare("UPDATE item SET age = ? WHERE _id = ?");
+        double t0 = now();
+        exec("BEGIN");
+        for (int64_t i = 0; i < n; i++) {
+            sqlite3_bind_int64(sel, 1, i);
+            if (sqlite3_step(sel) != SQLITE_ROW) die("W5 read");
+            int64_t age = sqlite3_column_int64(sel, 0);
+            sqlite3_reset(sel);
+            sqlite3_bind_int64(upd, 1, age + 1);
+            sqlite3_bind_int64(upd, 2, i);
+            if (sqlite3_step(upd) != SQLITE_DONE) die("W5 update");
+            sqlite3_reset(upd);
+        }
+        exec("COMMIT");
+        printf("W5 %.6f\n", now() - t0);
+        sqlite3_finalize(sel);
+        sqlite3_finalize(upd);
+
+        sqlite3_stmt *chk = prepare("SELECT sum(age) FROM item");
+        printf("check W5 %" PRId64 "\n", count_query(chk));
+        sqlite3_finalize(chk);
+
+        /* For reference: the whole update as one statement (ages end +2; W5 is the last). */
+        t0 = now();
+        exec("BEGIN");
+        exec("UPDATE item SET age = age + 1");
+        exec("COMMIT");
+        printf("W5_single %.6f\n", now() - t0);
+    }
+
+    sqlite3_close(db);
+    return 0;
+}

@@ -1,0 +1,189 @@
+// atoll-bench: the benchmark workloads through the Swift store API (AtollStore).
+//
+//   usage: atoll-bench DIR N
+//
+// Opens DIR/main.realm (fresh) for W1..W5, then DIR/each.realm (fresh) for W1 written with
+// create() one object at a time. Prints "<name> <seconds>" lines, "check <name> <value>" lines
+// and "#" comments; bench/run parses them. Main figures: W1 W2 W3 W4 W5. Details: W1_build (the
+// part of W1 spent building the Documents), W1_each, W5_read (the part of W5 spent reading pages).
+import AtollStore
+import CSQLite
+import Foundation
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}
+
+func emit(_ name: String, _ seconds: Double) { print(name, String(format: "%.6f", seconds)) }
+
+/// Prints the figure and, as a comment, the CLOCK_MONOTONIC span it covers (to cut a profile
+/// recorded with `perf record -k mono` into workloads: `perf report --time START,END`).
+func emit(_ name: String, from t0: Double, to t1: Double) {
+    emit(name, t1 - t0)
+    print("# span \(name) \(String(format: "%.6f", t0)) \(String(format: "%.6f", t1))")
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("atoll-bench: \(message)\n".utf8))
+    exit(1)
+}
+
+/// The benchmark's shared random keys: splitmix64 from a fixed seed, key = next % n (the same
+/// generator as bench/raw_sqlite.c, bench/cabi.c and bench/python_bench.py).
+struct SplitMix64 {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+/// malloc, out of the optimizer's sight.
+let opaqueMalloc = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc"),
+                                 to: (@convention(c) (Int) -> UnsafeMutableRawPointer?).self)
+let benchSeed: UInt64 = 20_240_601
+let w4Reads = 100_000
+let pageSize = 10_000
+
+let args = CommandLine.arguments
+guard args.count == 3, let n = Int(args[2]), n >= 1000 else { fail("usage: atoll-bench DIR N (N >= 1000)") }
+let dir = args[1]
+
+let schema = Schema([
+    ObjectSchema(name: "Item", primaryKey: "_id", properties: [
+        Property(name: "_id", type: .int),
+        Property(name: "name", type: .string),
+        Property(name: "age", type: .int, isIndexed: true),
+        Property(name: "owner", type: .string),
+    ]),
+])
+
+func document(_ i: Int) -> Document {
+    ["_id": .int(Int64(i)), "name": .string("name-\(i)"), "age": .int(Int64(i % 100)),
+     "owner": .string("owner-\(i % 1000)")]
+}
+
+/// sum(age) read straight from the file with SQLite, to check W5 did its work.
+func sumOfAges(_ path: String) -> Int64 {
+    var db: OpaquePointer?
+    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else { fail("cannot open \(path)") }
+    defer { sqlite3_close(db) }
+    var s: OpaquePointer?
+    guard sqlite3_prepare_v2(db, "SELECT sum(age) FROM \"Item\"", -1, &s, nil) == SQLITE_OK,
+          sqlite3_step(s) == SQLITE_ROW else { fail("sum(age): \(String(cString: sqlite3_errmsg(db)))") }
+    defer { sqlite3_finalize(s) }
+    return sqlite3_column_int64(s, 0)
+}
+
+do {
+    print("# Swift store API (AtollStore), SQLite \(String(cString: sqlite3_libversion())), N=\(n)")
+    let mainPath = dir + "/main.realm"
+    let store = try Store(Configuration(path: mainPath, schema: schema))
+
+    // W1: createMany of all n Documents in one call, in one transaction (building them included).
+    do {
+        let t0 = now()
+        var built = t0
+        let written = try { () throws -> Int in
+            var docs = [Document]()
+            docs.reserveCapacity(n)
+            for i in 0..<n { docs.append(document(i)) }
+            built = now()
+            try store.beginWrite()
+            let written = try store.createMany("Item", docs)
+            try store.commit()
+            return written
+        }()
+        // The Documents are freed by now, but glibc defers merging their small chunks until the
+        // next large allocation, which would otherwise land in W2 (tens to hundreds of ms at 1M
+        // objects). A 4 KB allocation runs that merge here, where the cost belongs (called through
+        // dlsym: the optimizer deletes a plain malloc/free pair).
+        free(opaqueMalloc(4096))
+        let t1 = now()
+        guard written == n else { fail("W1 wrote \(written) objects") }
+        emit("W1", from: t0, to: t1)
+        emit("W1_build", built - t0)
+    }
+
+    // W2: count age == 42, 100 times.
+    do {
+        var c = 0
+        let t0 = now()
+        for _ in 0..<100 { c = try store.objects("Item", where: "age == $0", [.int(42)]).count() }
+        emit("W2", from: t0, to: now())
+        print("check W2 \(c)")
+    }
+
+    // W3: count owner == 'owner-7' AND age > 50, 10 times.
+    do {
+        var c = 0
+        let t0 = now()
+        for _ in 0..<10 {
+            c = try store.objects("Item", where: "owner == $0 AND age > $1", [.string("owner-7"), .int(50)]).count()
+        }
+        emit("W3", from: t0, to: now())
+        print("check W3 \(c)")
+    }
+
+    // W4: 100,000 primary-key reads of name.
+    do {
+        var rng = SplitMix64(state: benchSeed)
+        let keys = (0..<w4Reads).map { _ in Int64(rng.next() % UInt64(n)) }
+        var totalLength = 0
+        let t0 = now()
+        for k in keys {
+            guard case .string(let name)? = try store.value("Item", primaryKey: .int(k), property: "name") else {
+                fail("W4: no object \(k)")
+            }
+            totalLength += name.utf8.count
+        }
+        emit("W4", from: t0, to: now())
+        print("check W4 \(totalLength)")
+    }
+
+    // W5: age = age + 1 on every object, object by object, in one transaction: pages of 10,000
+    // read with documents(offset:limit:), each object written back with create(.modified).
+    do {
+        let all = try store.objects("Item")
+        var readTime = 0.0
+        var updated = 0
+        let t0 = now()
+        try store.beginWrite()
+        var offset = 0
+        while true {
+            let r0 = now()
+            let page = try all.documents(offset: offset, limit: pageSize)
+            readTime += now() - r0
+            for doc in page {
+                guard case .int(let id)? = doc["_id"], case .int(let age)? = doc["age"] else { fail("W5: bad document") }
+                try store.create("Item", ["_id": .int(id), "age": .int(age + 1)], update: .modified)
+                updated += 1
+            }
+            if page.count < pageSize { break }
+            offset += page.count
+        }
+        try store.commit()
+        emit("W5", from: t0, to: now())
+        emit("W5_read", readTime)
+        guard updated == n else { fail("W5 updated \(updated) objects") }
+    }
+    store.close()
+    print("check W5 \(sumOfAges(mainPath))")
+
+    // W1 again, on a fresh file, with create() one object at a time (one transaction).
+    do {
+        let each = try Store(Configuration(path: dir + "/each.realm", schema: schema))
+        let t0 = now()
+        try each.beginWrite()
+        for i in 0..<n { try each.create("Item", document(i)) }
+        try each.commit()
+        emit("W1_each", from: t0, to: now())
+        each.close()
+    }
+} catch {
+    fail("\(error)")
+}
