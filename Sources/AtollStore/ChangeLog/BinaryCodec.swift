@@ -8,6 +8,28 @@ let changeLogFormat: UInt8 = 1
 
 struct BinaryWriter {
     var bytes: [UInt8] = []
+    /// Names (classes, properties) written so far: each is written in full once, then as its
+    /// number. `names` keeps the order, so that a rollback can forget the newest ones.
+    var nameNumbers: [String: Int] = [:]
+    var names: [String] = []
+
+    /// A name: `0` followed by the text the first time (numbered in order of appearance), then
+    /// its number plus one.
+    mutating func name(_ s: String) {
+        if let k = nameNumbers[s] {
+            varint(UInt64(k + 1))
+        } else {
+            nameNumbers[s] = names.count
+            names.append(s)
+            varint(0)
+            string(s)
+        }
+    }
+
+    /// Forgets names after the first `count` (with the bytes that defined them).
+    mutating func forgetNames(after count: Int) {
+        while names.count > count { nameNumbers[names.removeLast()] = nil }
+    }
 
     mutating func byte(_ b: UInt8) { bytes.append(b) }
 
@@ -48,7 +70,7 @@ struct BinaryWriter {
         case .objectId(let o): byte(9); bytes.append(contentsOf: o.bytes)
         case .uuid(let u): byte(10); withUnsafeBytes(of: u.uuid) { bytes.append(contentsOf: $0) }
         case .decimal(let d): byte(11); blob(d.sortKey)
-        case .link(let l): byte(12); string(l.className); value(l.primaryKey)
+        case .link(let l): byte(12); name(l.className); value(l.primaryKey)
         case .list(let items):
             byte(13)
             varint(UInt64(items.count))
@@ -60,37 +82,30 @@ struct BinaryWriter {
         }
     }
 
-    mutating func instruction(_ ins: Instruction) {
-        byte(ins.op.rawValue)
-        string(ins.className)
-        value(ins.primaryKey)
-        varint(UInt64(ins.path.count))
-        for element in ins.path {
-            switch element {
-            case .key(let k): byte(0); string(k)
-            case .index(let i): byte(1); signed(Int64(i))
-            }
-        }
-        var flags: UInt8 = 0
-        if ins.value != nil { flags |= 1 }
-        if ins.index != nil { flags |= 2 }
-        if ins.toIndex != nil { flags |= 4 }
-        byte(flags)
-        if let v = ins.value { value(v) }
-        if let i = ins.index { signed(Int64(i)) }
-        if let i = ins.toIndex { signed(Int64(i)) }
-    }
 }
 
 struct BinaryReader {
     let bytes: [UInt8]
     var offset = 0
+    /// The names read so far (see `BinaryWriter.name`).
+    var names: [String] = []
+
+    mutating func name() throws -> String {
+        let k = try varint()
+        if k == 0 {
+            let s = try string()
+            names.append(s)
+            return s
+        }
+        guard k <= UInt64(names.count) else { throw corrupt() }
+        return names[Int(k - 1)]
+    }
 
     init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     var atEnd: Bool { offset >= bytes.count }
 
-    private func corrupt() -> AtollError { AtollError(.file, "the change log is corrupt (offset \(offset))") }
+    func corrupt() -> AtollError { AtollError(.file, "the change log is corrupt (offset \(offset))") }
 
     mutating func byte() throws -> UInt8 {
         guard offset < bytes.count else { throw corrupt() }
@@ -146,7 +161,7 @@ struct BinaryReader {
         case 11:
             guard let d = Decimal128(sortKey: try blob()) else { throw corrupt() }
             return .decimal(d)
-        case 12: return .link(ObjectLink(className: try string(), primaryKey: try value()))
+        case 12: return .link(ObjectLink(className: try name(), primaryKey: try value()))
         case 13:
             let n = try varint()
             guard n <= UInt64(bytes.count) else { throw corrupt() }
@@ -163,25 +178,4 @@ struct BinaryReader {
         }
     }
 
-    mutating func instruction() throws -> Instruction {
-        guard let op = Instruction.Op(rawValue: try byte()) else { throw corrupt() }
-        let cls = try string()
-        let pk = try value()
-        let n = try varint()
-        guard n <= UInt64(bytes.count) else { throw corrupt() }
-        var path = [PathElement]()
-        for _ in 0..<n {
-            switch try byte() {
-            case 0: path.append(.key(try string()))
-            case 1: path.append(.index(Int(try signed())))
-            default: throw corrupt()
-            }
-        }
-        let flags = try byte()
-        var ins = Instruction(op, cls, pk, path: path)
-        if flags & 1 != 0 { ins.value = try value() }
-        if flags & 2 != 0 { ins.index = Int(try signed()) }
-        if flags & 4 != 0 { ins.toIndex = Int(try signed()) }
-        return ins
-    }
 }

@@ -1,32 +1,94 @@
 /// Collects the instructions of one write transaction and writes them to the change log.
 ///
-/// Instructions are encoded as they are recorded; the buffer is written out as a chunk row of
-/// `_atoll_changes` when it grows large (between write operations, never inside one) and at
-/// commit. A failed operation rolls the buffer back to its mark; chunks are only flushed
-/// between operations, so a mark never lies before a flushed chunk of the same operation.
+/// Instructions are encoded as they are recorded (format in `docs/changelog.md`): class and
+/// property names are written once per chunk and then by number, and a new object's initial
+/// values travel in one `create` record that reads back as `create` plus one `set` each. The
+/// buffer is written out as a chunk row of `_atoll_changes` when it grows large (between write
+/// operations, never inside one) and at commit. A failed operation rolls the buffer back to its
+/// mark; chunks are only flushed between operations, so a mark never lies before a flushed chunk
+/// of the same operation.
 final class ChangeRecorder {
     private var writer = BinaryWriter()
     private var pendingCount = 0
     private var flushedCount = 0
     private var chunk = 0
 
+    /// Record kinds. 1–8 are `Instruction.Op`; 9 is a create with its initial values; 0 only
+    /// defines names.
+    private static let createWithValues: UInt8 = 9
+    private static let defineNames: UInt8 = 0
+
     init() { writer.byte(changeLogFormat) }
 
-    /// All instructions recorded in this transaction.
+    /// All instructions recorded in this transaction (as read back: a create with values counts
+    /// one per value and one for the create).
     var total: Int { flushedCount + pendingCount }
     var pendingBytes: Int { writer.bytes.count }
 
-    func record(_ instruction: Instruction) {
-        writer.instruction(instruction)
+    /// Name numbers already given to a class and its columns in this chunk: saves hashing the
+    /// names for every object of a bulk insert.
+    private var columnNumbers: [ObjectIdentifier: (className: Int, columns: [Int])] = [:]
+
+    /// A new object with the values of its columns, `values[i]` for `info.columns[i]` (a `set`
+    /// each when read back; the primary key's column is left out).
+    func recordCreate(_ info: ClassInfo, _ primaryKey: Value, values: [Value]) {
+        let id = ObjectIdentifier(info)
+        let numbers: (className: Int, columns: [Int])
+        if let known = columnNumbers[id] {
+            numbers = known
+        } else {
+            // A record that only names the class and its columns.
+            let names = [info.name] + info.columns.map(\.name)
+            writer.byte(Self.defineNames)
+            writer.varint(UInt64(names.count))
+            for name in names { writer.name(name) }
+            numbers = (writer.nameNumbers[info.name] ?? 0, info.columns.map { writer.nameNumbers[$0.name] ?? 0 })
+            columnNumbers[id] = numbers
+        }
+        writer.byte(Self.createWithValues)
+        writer.varint(UInt64(numbers.className + 1))
+        writer.value(primaryKey)
+        let pkName = info.primaryKey?.name
+        writer.varint(UInt64(values.count - (pkName == nil ? 0 : 1)))
+        for (i, p) in info.columns.enumerated() where p.name != pkName {
+            writer.varint(UInt64(numbers.columns[i] + 1))
+            writer.value(values[i])
+        }
+        pendingCount += values.count - (pkName == nil ? 0 : 1) + 1
+    }
+
+    func record(_ ins: Instruction) {
+        writer.byte(ins.op.rawValue)
+        writer.name(ins.className)
+        writer.value(ins.primaryKey)
+        if ins.op == .create || ins.op == .erase {
+            pendingCount += 1
+            return
+        }
+        writer.varint(UInt64(ins.path.count))
+        for element in ins.path {
+            switch element {
+            case .key(let k): writer.byte(0); writer.name(k)
+            case .index(let i): writer.byte(1); writer.signed(Int64(i))
+            }
+        }
+        switch ins.op {
+        case .listInsert, .listErase, .listSet, .listMove: writer.signed(Int64(ins.index ?? 0))
+        default: break
+        }
+        if ins.op == .listMove { writer.signed(Int64(ins.toIndex ?? 0)) }
+        if ins.op == .set || ins.op == .listInsert || ins.op == .listSet { writer.value(ins.value ?? .null) }
         pendingCount += 1
     }
 
-    struct Mark { let bytes: Int; let count: Int }
+    struct Mark { let bytes: Int; let count: Int; let names: Int }
 
-    func mark() -> Mark { Mark(bytes: writer.bytes.count, count: pendingCount) }
+    func mark() -> Mark { Mark(bytes: writer.bytes.count, count: pendingCount, names: writer.names.count) }
 
     func rollback(to mark: Mark) {
         writer.bytes.removeSubrange(mark.bytes...)
+        writer.forgetNames(after: mark.names)
+        columnNumbers = [:]
         pendingCount = mark.count
     }
 
@@ -41,17 +103,59 @@ final class ChangeRecorder {
         chunk += 1
         flushedCount += pendingCount
         pendingCount = 0
-        writer.bytes.removeAll(keepingCapacity: true)
+        writer = BinaryWriter()
         writer.byte(changeLogFormat)
+        columnNumbers = [:]
     }
 
+    /// The instructions of one chunk.
     static func decode(_ bytes: [UInt8]) throws -> [Instruction] {
         var reader = BinaryReader(bytes)
         guard !reader.atEnd, try reader.byte() == changeLogFormat else {
             throw AtollError(.file, "the change log has an unknown format")
         }
         var out = [Instruction]()
-        while !reader.atEnd { out.append(try reader.instruction()) }
+        while !reader.atEnd {
+            let kind = try reader.byte()
+            if kind == defineNames {
+                let n = try reader.varint()
+                guard n <= UInt64(bytes.count) else { throw reader.corrupt() }
+                for _ in 0..<n { _ = try reader.name() }
+                continue
+            }
+            let className = try reader.name()
+            let pk = try reader.value()
+            if kind == createWithValues {
+                out.append(Instruction(.create, className, pk))
+                let n = try reader.varint()
+                guard n <= UInt64(bytes.count) else { throw reader.corrupt() }
+                for _ in 0..<n {
+                    let property = try reader.name()
+                    out.append(Instruction(.set, className, pk, path: [.key(property)], value: try reader.value()))
+                }
+                continue
+            }
+            guard let op = Instruction.Op(rawValue: kind) else { throw reader.corrupt() }
+            var ins = Instruction(op, className, pk)
+            if op != .create, op != .erase {
+                let n = try reader.varint()
+                guard n <= UInt64(bytes.count) else { throw reader.corrupt() }
+                for _ in 0..<n {
+                    switch try reader.byte() {
+                    case 0: ins.path.append(.key(try reader.name()))
+                    case 1: ins.path.append(.index(Int(try reader.signed())))
+                    default: throw reader.corrupt()
+                    }
+                }
+                switch op {
+                case .listInsert, .listErase, .listSet, .listMove: ins.index = Int(try reader.signed())
+                default: break
+                }
+                if op == .listMove { ins.toIndex = Int(try reader.signed()) }
+                if op == .set || op == .listInsert || op == .listSet { ins.value = try reader.value() }
+            }
+            out.append(ins)
+        }
         return out
     }
 }

@@ -220,5 +220,6 @@ enum SQLValue: Hashable {
 
 /// Quotes an identifier for SQL (names are validated not to contain quotes, but quote anyway).
 func quote(_ identifier: String) -> String {
-    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    guard identifier.utf8.contains(UInt8(ascii: "\"")) else { return "\"" + identifier + "\"" }
+    return "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }

@@ -20,9 +20,12 @@ extension Store {
     ///   `.missingValue`, `.duplicatePrimaryKey`, `.notFound` (a link to a missing object).
     @discardableResult
     public func create(_ className: String, _ object: Document, update: UpdatePolicy = .error) throws -> ObjectKey {
-        try writeOperation("create") { conn, state in
-            let info = try classInfo(className)
-            return ObjectKey(try upsert(info, object, update, conn, state.recorder).rowKey)
+        let info = try locked { _ in try classInfo(className) }
+        // An object of scalars is written by one statement, atomic by itself; links and lists
+        // may take several, which a savepoint makes all-or-nothing.
+        let multi = object.keys.contains { info.linkOrListNames.contains($0) }
+        return try writeOperation("create", multiStatement: multi) { conn, state in
+            ObjectKey(try upsert(info, object, update, conn, state.recorder).rowKey)
         }
     }
 
@@ -48,8 +51,13 @@ extension Store {
     public func object(_ className: String, primaryKey: Value) throws -> Document? {
         try locked { conn in
             let info = try classInfo(className)
-            guard let rowKey = try lookup(info, primaryKey: primaryKey, conn) else { return nil }
-            return try readObject(info, rowKey, conn)
+            let pk = try checkedPrimaryKey(info, primaryKey)
+            let s = try conn.statement(info.readByPrimaryKeySQL)
+            s.bind(1, info.primaryKey!.type.sqlValue(pk))
+            guard try s.step() else { s.reset(); return nil }
+            let row = (0...info.columns.count).map { s.sqlValue(Int32($0)) }
+            s.reset()
+            return try document(info, row, conn)
         }
     }
 
@@ -139,27 +147,31 @@ extension Store {
             let key = try p.coerce(raw, className: info.name)
             pk = key
             // With .error, the INSERT's own constraint finds a duplicate: no lookup needed.
+            // Otherwise one statement finds the object and the current values of the given columns.
             if policy != .error {
-                let s = try conn.statement(info.lookupSQL)
+                let given = info.columns.filter { $0.name != p.name && doc[$0.name] != nil }
+                let s = try conn.statement(info.currentValuesSQL(given))
                 s.bind(1, p.type.sqlValue(key))
-                let existing = try s.step() ? s.int64(0) : nil
+                let found = try s.step()
+                let existing = found ? s.int64(0) : 0
+                let old = found ? (0..<given.count).map { s.sqlValue(Int32($0 + 1)) } : []
                 s.reset()
-                if let existing {
-                    try update(info, existing, key, doc, policy, conn, rec)
+                if found {
+                    try update(info, existing, key, doc, given, old, policy, conn, rec)
                     return (existing, key)
                 }
             }
         }
         // Insert. Resolve every value first: an inline link may insert into this same class,
         // with this same cached statement.
-        var logged = [(Property, Value)]()
+        var logged = [Value]()
         var values = [SQLValue]()
         logged.reserveCapacity(info.columns.count)
         values.reserveCapacity(info.columns.count)
         for p in info.columns {
             let (sql, canonical) = try resolve(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
             values.append(sql)
-            logged.append((p, canonical))
+            logged.append(canonical)
         }
         let insert = try conn.statement(info.insertSQL)
         insert.bind(values)
@@ -169,10 +181,7 @@ extension Store {
         let rowKey = info.primaryKeyIsRowKey ? pk.flatMap { if case .int(let i) = $0 { i } else { nil } } ?? conn.lastInsertRowID
             : conn.lastInsertRowID
         let ref = pk ?? .int(rowKey)
-        rec.record(Instruction(.create, info.name, ref))
-        for (p, v) in logged where p.name != info.primaryKey?.name {
-            rec.record(Instruction(.set, info.name, ref, path: [.key(p.name)], value: v))
-        }
+        rec.recordCreate(info, ref, values: logged)
         for p in info.lists {
             let items = try resolveList(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
             try insertList(info, p, rowKey, items.map(\.0), conn)
@@ -184,23 +193,18 @@ extension Store {
     }
 
     private func checkKeys(_ info: ClassInfo, _ doc: Document) throws {
-        for key in doc.keys where info.schema[property: key] == nil {
+        for key in doc.keys where !info.propertyNames.contains(key) {
             throw AtollError(.noSuchProperty, "class '\(info.name)' has no property '\(key)'")
         }
     }
 
     /// Updates the given properties of an existing object.
-    private func update(_ info: ClassInfo, _ rowKey: Int64, _ ref: Value, _ doc: Document, _ policy: UpdatePolicy,
-                        _ conn: Connection, _ rec: ChangeRecorder) throws {
-        let given = info.columns.filter { doc[$0.name] != nil && $0.name != info.primaryKey?.name }
+    /// Updates the given properties of an existing object. `given` are the columns the document
+    /// sets and `old` their current values (to skip unchanged ones with .modified, and to free
+    /// replaced embedded objects).
+    private func update(_ info: ClassInfo, _ rowKey: Int64, _ ref: Value, _ doc: Document, _ given: [Property],
+                        _ old: [SQLValue], _ policy: UpdatePolicy, _ conn: Connection, _ rec: ChangeRecorder) throws {
         if !given.isEmpty {
-            // The current values, to skip unchanged ones (.modified) and to free replaced embedded objects.
-            let current = try conn.statement("SELECT " + given.map { quote($0.name) }.joined(separator: ", ")
-                                             + " FROM \(info.table) WHERE \(info.rowKey) = ?")
-            current.bind(1, rowKey)
-            _ = try current.step()
-            let old = (0..<given.count).map { current.sqlValue(Int32($0)) }
-            current.reset()
             var changed = [(Property, SQLValue, Value)]()
             var replacedEmbedded = [(ClassInfo, Int64)]()
             for (i, p) in given.enumerated() {
@@ -218,8 +222,7 @@ extension Store {
                 changed.append((p, sql, canonical))
             }
             if !changed.isEmpty {
-                let sets = changed.map { "\(quote($0.0.name)) = ?" }.joined(separator: ", ")
-                let s = try conn.statement("UPDATE \(info.table) SET \(sets) WHERE \(info.rowKey) = ?")
+                let s = try conn.statement(info.updateSQL(changed.map(\.0)))
                 for (i, c) in changed.enumerated() { s.bind(Int32(i + 1), c.1) }
                 s.bind(Int32(changed.count + 1), rowKey)
                 try s.run()

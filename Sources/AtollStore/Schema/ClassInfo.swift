@@ -16,6 +16,9 @@ final class ClassInfo {
     /// Properties stored as columns (everything but lists), in schema order.
     let columns: [Property]
     let lists: [Property]
+    /// The names of all properties, and of those that are links or lists.
+    let propertyNames: Set<String>
+    let linkOrListNames: Set<String>
     /// Every property in schema order, with its column's position in `selectColumns` rows
     /// (1-based after the row key), nil for lists.
     let layout: [(Property, Int?)]
@@ -29,6 +32,8 @@ final class ClassInfo {
     let lookupSQL: String
     /// `selectColumns WHERE rowkey = ?`
     let readSQL: String
+    /// `selectColumns WHERE pk = ?`
+    let readByPrimaryKeySQL: String
     /// `SELECT pk FROM table WHERE rowkey = ?`
     let referenceSQL: String
     let deleteSQL: String
@@ -42,6 +47,8 @@ final class ClassInfo {
         rowKey = primaryKeyIsRowKey ? quote(primaryKey!.name) : quote("_atoll_key")
         columns = schema.properties.filter { !$0.isList }
         lists = schema.properties.filter { $0.isList }
+        propertyNames = Set(schema.properties.map(\.name))
+        linkOrListNames = Set(schema.properties.filter { $0.isList || $0.type == .object }.map(\.name))
         var column = 0
         layout = schema.properties.map { p in
             if p.isList { return (p, nil) }
@@ -55,6 +62,7 @@ final class ClassInfo {
         let pkColumn = primaryKey.map { quote($0.name) } ?? rowKey
         lookupSQL = "SELECT \(rowKey) FROM \(table) WHERE \(pkColumn) = ?"
         readSQL = selectColumns + " WHERE t.\(rowKey) = ?"
+        readByPrimaryKeySQL = selectColumns + " WHERE t.\(pkColumn) = ?"
         referenceSQL = "SELECT \(pkColumn) FROM \(table) WHERE \(rowKey) = ?"
         deleteSQL = "DELETE FROM \(table) WHERE \(rowKey) = ?"
         let names = columns.map { quote($0.name) }.joined(separator: ", ")
@@ -64,6 +72,28 @@ final class ClassInfo {
     }
 
     private var valueSQLCache: [String: String] = [:]
+    private var columnsSQLCache: [String: String] = [:]
+
+    /// `SELECT rowkey, columns... FROM table WHERE pk = ?` for some columns. Used under the
+    /// store's lock, like every cache here.
+    func currentValuesSQL(_ columns: [Property]) -> String {
+        let key = "S\u{1}" + columns.map(\.name).joined(separator: "\u{1}")
+        if let sql = columnsSQLCache[key] { return sql }
+        let sql = "SELECT " + ([rowKey] + columns.map { quote($0.name) }).joined(separator: ", ")
+            + " FROM \(table) WHERE \(primaryKeyColumn) = ?"
+        columnsSQLCache[key] = sql
+        return sql
+    }
+
+    /// `UPDATE table SET a = ?, b = ? WHERE rowkey = ?`
+    func updateSQL(_ columns: [Property]) -> String {
+        let key = "U\u{1}" + columns.map(\.name).joined(separator: "\u{1}")
+        if let sql = columnsSQLCache[key] { return sql }
+        let sql = "UPDATE \(table) SET " + columns.map { "\(quote($0.name)) = ?" }.joined(separator: ", ")
+            + " WHERE \(rowKey) = ?"
+        columnsSQLCache[key] = sql
+        return sql
+    }
 
     /// `SELECT rowkey, column FROM table WHERE pk = ?` for one property (the row key again for
     /// lists, whose values live in their side table). Used under the store's lock.

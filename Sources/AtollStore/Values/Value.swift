@@ -5,7 +5,7 @@ import Foundation
 /// The store is dynamic: objects are documents of `Value`s, checked against the schema when
 /// written. Values decoded from JSON arrive loosely typed (a JSON number is `.int` or
 /// `.double`) and are coerced to the property's type by the store.
-public indirect enum Value: Hashable, Sendable {
+public enum Value: Hashable, Sendable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -19,7 +19,7 @@ public indirect enum Value: Hashable, Sendable {
     case decimal(Decimal128)
     /// A reference to an object: its class and primary key (reads of link properties give
     /// the primary key alone; the change log keeps the class too).
-    case link(ObjectLink)
+    indirect case link(ObjectLink)
     /// A list of values (a list property, or the `IN {...}` operand of a query).
     case list([Value])
     /// A whole object: an embedded object, or a linked object written inline.
