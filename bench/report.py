@@ -57,9 +57,9 @@ DETAILS = [
     ("raw", "W5_single", "raw W5 as one UPDATE ... SET age = age + 1 (reference)", None),
     ("swift", "W1_build", "Swift W1: of which building the Documents", None),
     ("swift", "W1_each", "Swift W1 with create() one by one (fresh file)", ("raw", "W1")),
-    ("swift", "W5_read", "Swift W5: of which documents(offset:limit:) pages", None),
+    ("swift", "W5_read", "Swift W5: of which value() reads of the age", None),
     ("cabi", "W1_json", "C ABI W1: of which formatting JSON text", None),
-    ("cabi", "W5_read", "C ABI W5: of which atoll_results_json pages", None),
+    ("cabi", "W5_read", "C ABI W5: of which range queries + atoll_results_json", None),
     ("cabi", "W5_json", "C ABI W5: of which host-side JSON scan/format", None),
 ]
 

@@ -65,6 +65,9 @@ public final class Store: @unchecked Sendable {
     var rowCountStamp: Int64 = -1
     /// For each class, the properties of other classes that link to it (built on first use).
     var incomingLinks: [String: [(ClassInfo, Property)]] = [:]
+    /// Write operations and transaction ends so far: with `PRAGMA data_version`, tells whether
+    /// the data changed (see `DataStamp`).
+    var writeCount = 0
     /// How deep the object being written is nested in inline links and embedded objects.
     var nesting = 0
     static let maxNesting = 100
@@ -206,6 +209,7 @@ public final class Store: @unchecked Sendable {
                 }
                 try conn.statement("COMMIT").run()
                 write = nil
+                writeCount += 1
                 rowCountStamp = -1
             } catch {
                 try? conn.execute("ROLLBACK")
@@ -221,6 +225,7 @@ public final class Store: @unchecked Sendable {
         try locked { conn in
             guard write != nil else { throw AtollError(.notInWrite, "cancel: the realm is not in a write transaction") }
             write = nil
+            writeCount += 1
             try conn.statement("ROLLBACK").run()
         }
     }
@@ -247,6 +252,7 @@ public final class Store: @unchecked Sendable {
                 throw AtollError(.notInWrite, "\(name): the realm is not in a write transaction (call beginWrite first)")
             }
             let mark = state.recorder.mark()
+            writeCount += 1
             if multiStatement { try conn.statement("SAVEPOINT atoll_op").run() }
             do {
                 let result = try body(conn, state)

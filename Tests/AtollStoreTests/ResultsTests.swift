@@ -28,6 +28,24 @@ final class ResultsTests: QueryTestCase {
         XCTAssertEqual(try results.keys().count, 4)
     }
 
+    /// Reading page after page continues from the last row (not re-skipping rows); a change
+    /// between pages, by this store or another, falls back to counting the offset afresh.
+    func testSequentialPagesStayExactWhenTheDataChanges() throws {
+        let unsorted = try store.objects("Person", where: "id > 2")
+        XCTAssertEqual(ids(try unsorted.documents(offset: 0, limit: 5)), [3, 4, 5, 6, 7])
+        XCTAssertEqual(ids(try unsorted.documents(offset: 5, limit: 5)), [8, 9, 10, 11, 12])
+        try store.write { try store.delete("Person", primaryKey: .int(4)) }
+        // Offset 10 of the data as it is now: 3 5 6 7 8 9 10 11 12 13 | 14 ...
+        XCTAssertEqual(ids(try unsorted.documents(offset: 10, limit: 3)), [14, 15, 16])
+        XCTAssertEqual(ids(try unsorted.documents(offset: 13, limit: 3)), [17, 18, 19])
+        let other = try Store(Configuration(path: store.configuration.path))
+        defer { other.close() }
+        try other.write { try other.delete("Person", primaryKey: .int(3)) }
+        // Another connection's commit: 5 6 7 8 9 10 11 12 13 14 15 16 17 18 | 19 20
+        XCTAssertEqual(ids(try unsorted.documents(offset: 14, limit: 5)), [19, 20])
+        XCTAssertEqual(ids(try unsorted.documents(offset: 0, limit: 2)), [5, 6])
+    }
+
     func testDocumentsAreWhole() throws {
         let alice = try XCTUnwrap(store.objects("Person", where: "id == 1").documents().first)
         XCTAssertEqual(alice["tags"], .list([.string("red"), .string("blue")]))

@@ -5,7 +5,7 @@
 // Opens DIR/main.realm (fresh) for W1..W5, then DIR/each.realm (fresh) for W1 written with
 // create() one object at a time. Prints "<name> <seconds>" lines, "check <name> <value>" lines
 // and "#" comments; bench/run parses them. Main figures: W1 W2 W3 W4 W5. Details: W1_build (the
-// part of W1 spent building the Documents), W1_each, W5_read (the part of W5 spent reading pages).
+// part of W1 spent building the Documents), W1_each, W5_read (the part of W5 spent reading ages).
 import AtollStore
 import CSQLite
 import Foundation
@@ -47,7 +47,6 @@ let opaqueMalloc = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "
                                  to: (@convention(c) (Int) -> UnsafeMutableRawPointer?).self)
 let benchSeed: UInt64 = 20_240_601
 let w4Reads = 100_000
-let pageSize = 10_000
 
 let args = CommandLine.arguments
 guard args.count == 3, let n = Int(args[2]), n >= 1000 else { fail("usage: atoll-bench DIR N (N >= 1000)") }
@@ -145,26 +144,21 @@ do {
         print("check W4 \(totalLength)")
     }
 
-    // W5: age = age + 1 on every object, object by object, in one transaction: pages of 10,000
-    // read with documents(offset:limit:), each object written back with create(.modified).
+    // W5: age = age + 1 on every object, object by object, in one transaction, as raw SQLite
+    // does it: read the age by primary key with value(), write it back with create(.modified).
     do {
-        let all = try store.objects("Item")
         var readTime = 0.0
         var updated = 0
         let t0 = now()
         try store.beginWrite()
-        var offset = 0
-        while true {
+        for id in 0..<Int64(n) {
             let r0 = now()
-            let page = try all.documents(offset: offset, limit: pageSize)
-            readTime += now() - r0
-            for doc in page {
-                guard case .int(let id)? = doc["_id"], case .int(let age)? = doc["age"] else { fail("W5: bad document") }
-                try store.create("Item", ["_id": .int(id), "age": .int(age + 1)], update: .modified)
-                updated += 1
+            guard case .int(let age)? = try store.value("Item", primaryKey: .int(id), property: "age") else {
+                fail("W5: no age for \(id)")
             }
-            if page.count < pageSize { break }
-            offset += page.count
+            readTime += now() - r0
+            try store.create("Item", ["_id": .int(id), "age": .int(age + 1)], update: .modified)
+            updated += 1
         }
         try store.commit()
         emit("W5", from: t0, to: now())

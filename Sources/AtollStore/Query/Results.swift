@@ -8,6 +8,12 @@ public final class Results: @unchecked Sendable {
     let info: ClassInfo
     let compiled: CompiledQuery
 
+    /// Where the last page read ended, so that reading the next page continues from its last
+    /// row key instead of skipping `offset` rows again (which makes reading a large result page
+    /// by page quadratic). Used only while the data is unchanged since that page, and only for
+    /// results in row-key order (no SORT).
+    private var continuation: (offset: Int, lastKey: Int64, stamp: Store.DataStamp)?
+
     init(store: Store, info: ClassInfo, compiled: CompiledQuery) {
         self.store = store
         self.className = info.name
@@ -47,9 +53,14 @@ public final class Results: @unchecked Sendable {
             let width = Int32(info.columns.count + 1)
             while try s.step() { rows.append((0..<width).map { s.sqlValue($0) }) }
             s.reset()
+            if inRowKeyOrder, let last = rows.last?.first?.int64 {
+                continuation = (offset + rows.count, last, try store.dataStamp(conn))
+            }
             return try rows.map { try store.document(info, $0, conn) }
         }
     }
+
+    private var inRowKeyOrder: Bool { compiled.orderBy == "t.\(info.rowKey)" }
 
     /// Deletes every matching object (as `Store.delete` would).
     /// - Returns: how many were deleted.
@@ -69,6 +80,13 @@ public final class Results: @unchecked Sendable {
             count = count < 0 ? left : min(count, left)
         }
         let n = compiled.parameters.count
+        if inRowKeyOrder, offset > 0, let c = continuation, c.offset == offset, try store.dataStamp(conn) == c.stamp {
+            let s = try conn.statement("\(select) \(compiled.from) WHERE (\(compiled.condition)) AND t.\(info.rowKey) > ?\(n + 2) ORDER BY \(compiled.orderBy) LIMIT ?\(n + 1)")
+            s.bind(compiled.parameters)
+            s.bind(Int32(n + 1), count)
+            s.bind(Int32(n + 2), c.lastKey)
+            return s
+        }
         let s = try conn.statement("\(select) \(compiled.from) WHERE \(compiled.condition) ORDER BY \(compiled.orderBy) LIMIT ?\(n + 1) OFFSET ?\(n + 2)")
         s.bind(compiled.parameters)
         s.bind(Int32(n + 1), count)
@@ -93,6 +111,20 @@ extension Store {
             let compiled = try QueryCompiler(store: self, conn: conn, root: info, arguments: arguments).compile(parsed)
             return Results(store: self, info: info, compiled: compiled)
         }
+    }
+
+    /// Identifies a state of the data: another connection's commit changes `dataVersion`, a
+    /// write through this store changes `writes`.
+    struct DataStamp: Equatable {
+        var dataVersion: Int64
+        var writes: Int
+    }
+
+    func dataStamp(_ conn: Connection) throws -> DataStamp {
+        let v = try conn.statement("PRAGMA data_version")
+        _ = try v.step()
+        defer { v.reset() }
+        return DataStamp(dataVersion: v.int64(0), writes: writeCount)
     }
 
     /// The number of rows of a class, cached until this or another connection commits.
