@@ -150,6 +150,7 @@ extension Store {
             // Otherwise one statement finds the object and the current values of the given columns.
             if policy != .error {
                 let given = info.columns.filter { $0.name != p.name && doc[$0.name] != nil }
+                if let done = try updateInOneStatement(info, key, doc, given, policy, conn, rec) { return done }
                 let s = try conn.statement(info.currentValuesSQL(given))
                 s.bind(1, p.type.sqlValue(key))
                 let found = try s.step()
@@ -190,6 +191,43 @@ extension Store {
             }
         }
         return (rowKey, ref)
+    }
+
+    /// Updates an existing object's scalar columns with one `UPDATE … RETURNING`, where no
+    /// current value is needed first: with `.all`, every given column is recorded; with
+    /// `.modified` and one column, `WHERE column IS NOT new` tells whether it changed. Returns
+    /// nil when this does not apply, or when no such object exists (the caller then inserts).
+    private func updateInOneStatement(_ info: ClassInfo, _ pk: Value, _ doc: Document, _ given: [Property],
+                                      _ policy: UpdatePolicy, _ conn: Connection,
+                                      _ rec: ChangeRecorder) throws -> (rowKey: Int64, reference: Value)? {
+        guard !given.isEmpty, policy == .all || given.count == 1,
+              given.allSatisfy({ $0.type != .object }),
+              !info.lists.contains(where: { doc[$0.name] != nil }),
+              let pkProperty = info.primaryKey else { return nil }
+        let values = try given.map { try $0.coerce(doc[$0.name]!, className: info.name) }
+        let s = try conn.statement(info.updateReturningSQL(given, onlyIfChanged: policy == .modified))
+        for (i, (p, v)) in zip(given, values).enumerated() { s.bind(Int32(i + 1), p.type.sqlValue(v)) }
+        s.bind(Int32(given.count + 1), pkProperty.type.sqlValue(pk))
+        // RETURNING costs SQLite a temporary table: where the primary key is the row key, the
+        // change count says what it would.
+        var updated: Bool
+        var rowKey: Int64 = 0
+        if info.primaryKeyIsRowKey {
+            try s.run()
+            updated = conn.changes > 0
+            if case .int(let k) = pk { rowKey = k }
+        } else {
+            updated = try s.step()
+            if updated { rowKey = s.int64(0) }
+            s.reset()
+        }
+        if updated {
+            for (p, v) in zip(given, values) { rec.record(Instruction(.set, info.name, pk, path: [.key(p.name)], value: v)) }
+            return (rowKey, pk)
+        }
+        // Nothing updated: unchanged (with .modified), or no such object.
+        if policy == .modified, let existing = try lookup(info, primaryKey: pk, conn) { return (existing, pk) }
+        return nil
     }
 
     private func checkKeys(_ info: ClassInfo, _ doc: Document) throws {

@@ -85,6 +85,20 @@ final class ClassInfo {
         return sql
     }
 
+    /// `UPDATE table SET a = ?1, b = ?2 WHERE pk = ?3 [RETURNING rowkey]` (RETURNING unless the
+    /// primary key is the row key); with `onlyIfChanged`
+    /// (one column), `AND a IS NOT ?1` too, so that an unchanged value updates nothing.
+    func updateReturningSQL(_ columns: [Property], onlyIfChanged: Bool) -> String {
+        let key = (onlyIfChanged ? "M\u{1}" : "A\u{1}") + columns.map(\.name).joined(separator: "\u{1}")
+        if let sql = columnsSQLCache[key] { return sql }
+        let sets = columns.enumerated().map { "\(quote($0.element.name)) = ?\($0.offset + 1)" }.joined(separator: ", ")
+        var sql = "UPDATE \(table) SET \(sets) WHERE \(primaryKeyColumn) = ?\(columns.count + 1)"
+        if onlyIfChanged { sql += " AND \(quote(columns[0].name)) IS NOT ?1" }
+        if !primaryKeyIsRowKey { sql += " RETURNING \(rowKey)" }
+        columnsSQLCache[key] = sql
+        return sql
+    }
+
     /// `UPDATE table SET a = ?, b = ? WHERE rowkey = ?`
     func updateSQL(_ columns: [Property]) -> String {
         let key = "U\u{1}" + columns.map(\.name).joined(separator: "\u{1}")
