@@ -24,8 +24,9 @@ let package = Package(
             dependencies: ["AtollStore", "AtollJSON", "CJansson"],
             linkerSettings: [.unsafeFlags(["-Xlinker", "-soname=libatoll.so.0"])]
         ),
-        .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore"]),
-        .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore"]),
+        .target(name: "AtollTestSupport", dependencies: ["AtollStore"], path: "Tests/AtollTestSupport"),
+        .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore", "AtollTestSupport"]),
+        .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore", "AtollTestSupport"]),
         .executableTarget(name: "atoll-swift-example", dependencies: ["AtollStore"], path: "examples/swift"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite"], path: "bench/swift"),
     ]
