@@ -105,7 +105,7 @@ public enum EJSON {
             pairs.append((key, try value(json_object_iter_value(it))))
             iter = json_object_iter_next(json, it)
         }
-        return Document(pairs)
+        return Document(uniqueKeys: pairs)
     }
 
     /// A JSON string's text, checked: jansson validates text it parses, but a host may build a
@@ -135,9 +135,10 @@ public enum EJSON {
 
     /// An Extended JSON value (`{"$oid": …}` …), or nil when `json` is an ordinary object.
     private static func extended(_ json: JSONRef) throws -> Value? {
-        guard let it = json_object_iter(json) else { return nil }
-        let key = String(cString: json_object_iter_key(it))
-        guard key.hasPrefix("$") else { return nil }
+        // Most objects are plain: look at the first key's first byte before making a String.
+        guard let it = json_object_iter(json), let first = json_object_iter_key(it),
+              first.pointee == 0x24 /* "$" */ else { return nil }
+        let key = String(cString: first)
         let size = json_object_size(json)
         let inner = json_object_iter_value(it)!
         func text(_ what: String) throws -> String {

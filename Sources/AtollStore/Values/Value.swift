@@ -71,8 +71,17 @@ public struct Document: Hashable, Sendable, Sequence, ExpressibleByDictionaryLit
         for (k, v) in elements { self[k] = v }
     }
 
+    /// A document of key-value pairs; a later pair replaces an earlier one with the same key.
     public init(_ pairs: [(String, Value)]) {
         for (k, v) in pairs { self[k] = v }
+    }
+
+    /// A document of pairs whose keys the caller knows to be distinct (a JSON object's keys,
+    /// say): no search for duplicates.
+    public init(uniqueKeys pairs: [(String, Value)]) {
+        keys.reserveCapacity(pairs.count)
+        values.reserveCapacity(pairs.count)
+        for (k, v) in pairs { appendNew(k, v) }
     }
 
     public var count: Int { keys.count }
