@@ -186,9 +186,12 @@ def _bad_constant(name: str) -> Any:
     raise ValueError(f"JSON from the library holds the non-standard constant {name}")
 
 
+_decoder = json.JSONDecoder(object_hook=_object_hook, parse_constant=_bad_constant)
+
+
 def loads(text: str) -> Any:
     """Python values from Extended JSON text."""
-    return json.loads(text, object_hook=_object_hook, parse_constant=_bad_constant)
+    return _decoder.decode(text)
 
 
 def decode(value: Any) -> Any:

@@ -56,6 +56,9 @@ def _cstr(value: Any, what: str) -> bytes:
 
 
 def _json_arg(value: Any) -> bytes:
+    # Integer keys are the common case: their JSON text is their decimal text.
+    if type(value) is int:
+        return b"%d" % value
     return ejson.dumps(value).encode("utf-8")
 
 
