@@ -115,9 +115,46 @@ def encode(value: Any) -> Any:
     return json.loads(dumps(value))
 
 
+def _needs_prepare(value: Any) -> bool:
+    """Checks dict keys (TypeError for a non-str key) and tells whether ``value`` holds a
+    non-finite float, without copying: most values go to json.dumps as they are."""
+    kind = type(value)
+    if kind is dict:
+        found = False
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"object keys must be str, not {type(k).__name__} ({k!r})")
+            t = type(v)
+            if t is float:
+                found = found or not math.isfinite(v)
+            elif t is not str and t is not int:
+                if isinstance(v, (dict, list, tuple)):
+                    found = _needs_prepare(v) or found
+                elif isinstance(v, float):
+                    found = found or not math.isfinite(v)
+        return found
+    if kind is list or kind is tuple:
+        found = False
+        for v in value:
+            t = type(v)
+            if t is float:
+                found = found or not math.isfinite(v)
+            elif t is not str and t is not int:
+                if isinstance(v, (dict, list, tuple)):
+                    found = _needs_prepare(v) or found
+                elif isinstance(v, float):
+                    found = found or not math.isfinite(v)
+        return found
+    if isinstance(value, (dict, list, tuple)):  # subclasses: the careful path
+        return True
+    return isinstance(value, float) and not math.isfinite(value)  # float subclasses too
+
+
 def dumps(value: Any) -> str:
     """Extended JSON (relaxed) text for a Python value. Raises TypeError for what it can't hold."""
-    return json.dumps(_prepare(value), default=_default, allow_nan=False,
+    if _needs_prepare(value):
+        value = _prepare(value)
+    return json.dumps(value, default=_default, allow_nan=False,
                       ensure_ascii=False, separators=(",", ":"))
 
 
