@@ -71,7 +71,6 @@ final class Connection {
 
     var changes: Int { db.map { Int(sqlite3_changes64($0)) } ?? 0 }
     var lastInsertRowID: Int64 { db.map { sqlite3_last_insert_rowid($0) } ?? 0 }
-    var isAutocommit: Bool { db.map { sqlite3_get_autocommit($0) != 0 } ?? true }
 
     /// Translates an SQLite result code into the store's error, with SQLite's message.
     func error(_ rc: Int32, sql: String? = nil) -> AtollError {

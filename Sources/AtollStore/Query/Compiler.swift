@@ -34,21 +34,18 @@ final class QueryCompiler {
         let info: ClassInfo
         var joins: [String] = []
         var joinAliases: [String: String] = [:]
-        let isRoot: Bool
-        init(alias: String, info: ClassInfo, isRoot: Bool) {
+        init(alias: String, info: ClassInfo) {
             self.alias = alias
             self.info = info
-            self.isRoot = isRoot
         }
     }
 
     func compile(_ query: Query) throws -> CompiledQuery {
-        let scope = Scope(alias: "t", info: root, isRoot: true)
+        let scope = Scope(alias: "t", info: root)
         var condition = try predicate(query.predicate, scope)
         var order: [String] = []
         var limit: Int?
-        for (n, descriptor) in query.descriptors.enumerated() {
-            let isLast = n == query.descriptors.count - 1
+        for descriptor in query.descriptors {
             // A LIMIT before later descriptors fixes which objects remain; apply it now.
             if let l = limit {
                 condition = "t.\(root.rowKey) IN (SELECT t.\(root.rowKey) \(from(scope)) WHERE \(condition) ORDER BY \(orderTerms(order)) LIMIT \(l))"
@@ -71,7 +68,6 @@ final class QueryCompiler {
                 condition = "t.\(root.rowKey) IN (SELECT rk FROM (SELECT t.\(root.rowKey) AS rk, row_number() OVER (PARTITION BY \(exprs.joined(separator: ", ")) ORDER BY \(orderTerms(order))) AS rn \(from(scope)) WHERE \(condition)) WHERE rn = 1)"
             case .limit(let l):
                 limit = l
-                _ = isLast
             }
         }
         return CompiledQuery(from: from(scope), condition: condition, orderBy: orderTerms(order), limit: limit,
@@ -189,7 +185,7 @@ final class QueryCompiler {
                     let target = try store.classInfo(p.objectType!)
                     let objectAlias = side + "o"
                     fromSQL += " JOIN \(target.table) AS \(objectAlias) ON \(objectAlias).\(target.rowKey) = \(side).value"
-                    sub = Scope(alias: objectAlias, info: target, isRoot: false)
+                    sub = Scope(alias: objectAlias, info: target)
                     if isLast {
                         inner = try build("\(side).value", p)
                     } else {
@@ -199,7 +195,7 @@ final class QueryCompiler {
                     guard isLast else {
                         throw AtollError(.queryInvalid, "'\(info.name).\(name)' is a list of \(p.type.rawValue); '\(next!)' cannot follow it")
                     }
-                    sub = Scope(alias: side, info: info, isRoot: false)
+                    sub = Scope(alias: side, info: info)
                     inner = try build("\(side).value", p)
                 }
                 let subFrom = ([fromSQL] + sub.joins).joined(separator: " ")

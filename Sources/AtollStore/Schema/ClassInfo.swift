@@ -27,7 +27,6 @@ final class ClassInfo {
     /// `SELECT t.rowkey, t.columns...` (append a FROM clause with the table as `t`).
     let selectList: String
     let insertSQL: String
-    let insertColumns: [Property]
     /// `SELECT rowkey FROM table WHERE pk = ?`
     let lookupSQL: String
     /// `selectColumns WHERE rowkey = ?`
@@ -58,7 +57,6 @@ final class ClassInfo {
         let columnList = columns.map { "t." + quote($0.name) }
         selectList = "SELECT " + (["t." + rowKey] + columnList).joined(separator: ", ")
         selectColumns = selectList + " FROM \(table) AS t"
-        insertColumns = columns
         let pkColumn = primaryKey.map { quote($0.name) } ?? rowKey
         lookupSQL = "SELECT \(rowKey) FROM \(table) WHERE \(pkColumn) = ?"
         readSQL = selectColumns + " WHERE t.\(rowKey) = ?"
