@@ -120,34 +120,24 @@ def _needs_prepare(value: Any) -> bool:
     non-finite float, without copying: most values go to json.dumps as they are."""
     kind = type(value)
     if kind is dict:
-        found = False
-        for k, v in value.items():
+        for k in value:
             if not isinstance(k, str):
                 raise TypeError(f"object keys must be str, not {type(k).__name__} ({k!r})")
-            t = type(v)
-            if t is float:
-                found = found or not math.isfinite(v)
-            elif t is not str and t is not int:
-                if isinstance(v, (dict, list, tuple)):
-                    found = _needs_prepare(v) or found
-                elif isinstance(v, float):
-                    found = found or not math.isfinite(v)
-        return found
-    if kind is list or kind is tuple:
-        found = False
-        for v in value:
-            t = type(v)
-            if t is float:
-                found = found or not math.isfinite(v)
-            elif t is not str and t is not int:
-                if isinstance(v, (dict, list, tuple)):
-                    found = _needs_prepare(v) or found
-                elif isinstance(v, float):
-                    found = found or not math.isfinite(v)
-        return found
-    if isinstance(value, (dict, list, tuple)):  # subclasses: the careful path
+        items = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    elif isinstance(value, (dict, list, tuple)):  # subclasses: the careful path
         return True
-    return isinstance(value, float) and not math.isfinite(value)  # float subclasses too
+    else:
+        return isinstance(value, float) and not math.isfinite(value)  # float subclasses too
+    found = False
+    for v in items:
+        t = type(v)
+        if t is float:
+            found = found or not math.isfinite(v)
+        elif t is not str and t is not int:
+            found = _needs_prepare(v) or found
+    return found
 
 
 def dumps(value: Any) -> str:
