@@ -7,7 +7,8 @@ public typealias JSONRef = UnsafeMutablePointer<json_t>
 
 /// Converts between `Value` and JSON text or jansson values, with MongoDB Extended JSON v2
 /// (relaxed) for the types JSON lacks: `{"$oid"}`, `{"$date"}`, `{"$uuid"}`,
-/// `{"$numberDecimal"}`, `{"$binary"}`, `{"$numberLong"}`, `{"$numberDouble"}`.
+/// `{"$numberDecimal"}`, `{"$binary"}`, `{"$numberLong"}`, `{"$numberDouble"}`, and links as
+/// DBRefs, `{"$ref": "Dog", "$id": 5}`.
 ///
 /// Decoding is loose about numbers (a JSON integer is `.int`, a real `.double`); the store coerces
 /// values to each property's type.
@@ -148,6 +149,13 @@ public enum EJSON {
             return try validString(inner)
         }
         switch key {
+        case "$ref", "$id":
+            // A link (MongoDB's DBRef): {"$ref": "Dog", "$id": <primary key>}, keys in any order.
+            guard size == 2, let ref = json_object_get(json, "$ref"), ref.pointee.type == JSON_STRING,
+                  let id = json_object_get(json, "$id") else {
+                throw AtollError(.invalidJSON, "a link must be {\"$ref\": \"<class>\", \"$id\": <primary key>}")
+            }
+            return .link(ObjectLink(className: try validString(ref), primaryKey: try value(id)))
         case "$oid":
             let hex = try text("24 hexadecimal digits")
             guard let oid = ObjectId(hex: hex) else { throw AtollError(.invalidJSON, "invalid $oid '\(hex)': expected 24 hexadecimal digits") }
@@ -242,7 +250,7 @@ public enum EJSON {
         case .objectId(let o): return wrap("$oid", makeString(o.hex))
         case .uuid(let u): return wrap("$uuid", makeString(u.uuidString.lowercased()))
         case .decimal(let d): return wrap("$numberDecimal", makeString(d.description))
-        case .link(let l): return make(l.primaryKey)
+        case .link(let l): return wrap2("$ref", makeString(l.className), "$id", make(l.primaryKey))
         case .list(let items):
             let array = json_array()!
             for item in items { json_array_append_new(array, make(item)) }

@@ -76,9 +76,11 @@ public enum SchemaJSON {
     private static let scalarTypes: [String: PropertyType] = [
         "bool": .bool, "int": .int, "float": .float, "double": .double, "string": .string, "data": .data,
         "date": .date, "objectId": .objectId, "uuid": .uuid, "decimal128": .decimal128, "decimal": .decimal128,
+        "mixed": .mixed,
     ]
 
-    private static let unsupported: Set<String> = ["mixed", "set", "dictionary", "linkingObjects", "counter"]
+    private static let unsupported: Set<String> = ["counter"]
+    private static let collectionTypes: [String: CollectionKind] = ["list": .list, "set": .set, "dictionary": .dictionary]
 
     private static func property(_ name: String, _ json: JSONRef, className: String) throws -> Property {
         let at = "property '\(className).\(name)'"
@@ -88,7 +90,7 @@ public enum SchemaJSON {
         guard json.pointee.type == JSON_OBJECT else {
             throw AtollError(.schema, "\(at) must be a type string or an object, not \(EJSON.kind(json))")
         }
-        for key in keys(json) where !["type", "objectType", "optional", "indexed", "default", "mapTo"].contains(key) {
+        for key in keys(json) where !["type", "objectType", "optional", "indexed", "default", "mapTo", "property"].contains(key) {
             throw AtollError(.schema, "\(at): unknown key '\(key)'")
         }
         guard let typeRef = json_object_get(json, "type"), typeRef.pointee.type == JSON_STRING else {
@@ -110,59 +112,69 @@ public enum SchemaJSON {
             }
         }
         var p: Property
-        switch typeName {
-        case "list":
-            guard let element = objectType else { throw AtollError(.schema, "\(at): a list needs an \"objectType\"") }
+        if let collection = collectionTypes[typeName] {
+            guard let element = objectType else { throw AtollError(.schema, "\(at): a \(typeName) needs an \"objectType\"") }
             if let scalar = scalarTypes[element] {
-                p = Property(name: name, type: scalar, collection: .list, isOptional: optional)
-            } else if unsupported.contains(element) {
-                throw AtollError(.schema, "\(at): lists of \(element) are not supported yet")
+                p = Property(name: name, type: scalar, collection: collection, isOptional: optional)
+            } else if unsupported.contains(element) || collectionTypes[element] != nil || element == "object" || element == "linkingObjects" {
+                throw AtollError(.schema, "\(at): a \(typeName) of \(element) is not supported")
             } else {
-                p = Property(name: name, type: .object, objectType: element, collection: .list)
-                if optional { throw AtollError(.schema, "\(at): lists of objects cannot hold null") }
+                if optional, collection != .dictionary { throw AtollError(.schema, "\(at): \(typeName)s of objects cannot hold null") }
+                p = Property(name: name, type: .object, objectType: element, collection: collection)
             }
-        case "object":
+        } else if typeName == "linkingObjects" {
+            guard let source = objectType else { throw AtollError(.schema, "\(at): linkingObjects needs an \"objectType\" (the class that links here)") }
+            guard let origin = json_object_get(json, "property"), origin.pointee.type == JSON_STRING else {
+                throw AtollError(.schema, "\(at): linkingObjects needs a \"property\" string (the link property of '\(source)')")
+            }
+            p = Property(name: name, type: .linkingObjects, objectType: source, linkOriginProperty: try EJSON.validString(origin))
+        } else if typeName == "object" {
             guard let target = objectType else { throw AtollError(.schema, "\(at): an object property needs an \"objectType\"") }
             if optionalGiven, !optional { throw AtollError(.schema, "\(at): links to objects are always optional") }
             p = Property(name: name, type: .object, objectType: target)
-        default:
-            if let scalar = scalarTypes[typeName] {
-                p = Property(name: name, type: scalar, isOptional: optional)
-            } else if unsupported.contains(typeName) {
-                throw AtollError(.schema, "\(at): type '\(typeName)' is not supported yet")
-            } else {
-                // {"type": "Person"} is a link, as in Realm JS.
-                p = try shorthand(name, typeName, at: at)
-                if optionalGiven, !optional, p.type == .object { throw AtollError(.schema, "\(at): links to objects are always optional") }
-                p.isOptional = p.isOptional || optional
-            }
+        } else if let scalar = scalarTypes[typeName] {
+            p = Property(name: name, type: scalar, isOptional: optional)
+        } else if unsupported.contains(typeName) {
+            throw AtollError(.schema, "\(at): type '\(typeName)' is not supported")
+        } else {
+            // {"type": "Person"} is a link, as in Realm JS.
+            p = try shorthand(name, typeName, at: at)
+            if optionalGiven, !optional, p.type == .object, !p.isCollection { throw AtollError(.schema, "\(at): links to objects are always optional") }
+            p.isOptional = p.isOptional || optional
+        }
+        if json_object_get(json, "property") != nil, p.type != .linkingObjects {
+            throw AtollError(.schema, "\(at): \"property\" belongs to linkingObjects properties only")
         }
         p.isIndexed = indexed
         p.defaultValue = defaultValue
         return p
     }
 
-    /// "int", "int?", "string[]", "string?[]", "Person", "Person?", "Toy[]".
+    /// "int", "int?", "string[]", "string?[]", "Person", "Person?", "Toy[]", "int<>", "Dog<>",
+    /// "int{}", "Dog{}", "mixed", "mixed[]".
     private static func shorthand(_ name: String, _ text: String, at: String) throws -> Property {
         var base = Substring(text)
-        var list = false
-        if base.hasSuffix("[]") { list = true; base = base.dropLast(2) }
-        if base.hasSuffix("<>") || base.hasSuffix("{}") {
-            throw AtollError(.schema, "\(at): sets and dictionaries ('\(text)') are not supported yet")
+        var collection = CollectionKind.single
+        for (suffix, kind) in [("[]", CollectionKind.list), ("<>", .set), ("{}", .dictionary)] where base.hasSuffix(suffix) {
+            collection = kind
+            base = base.dropLast(2)
+            break
         }
         var optional = false
         if base.hasSuffix("?") { optional = true; base = base.dropLast() }
         guard !base.isEmpty else { throw AtollError(.schema, "\(at): empty type") }
         let typeName = String(base)
         if let scalar = scalarTypes[typeName] {
-            return Property(name: name, type: scalar, collection: list ? .list : .single, isOptional: optional)
+            return Property(name: name, type: scalar, collection: collection, isOptional: optional)
         }
-        if unsupported.contains(typeName) { throw AtollError(.schema, "\(at): type '\(typeName)' is not supported yet") }
-        if ["list", "object"].contains(typeName) {
+        if unsupported.contains(typeName) { throw AtollError(.schema, "\(at): type '\(typeName)' is not supported") }
+        if ["list", "object", "set", "dictionary", "linkingObjects"].contains(typeName) {
             throw AtollError(.schema, "\(at): type '\(typeName)' needs the object form with an \"objectType\"")
         }
-        if list, optional { throw AtollError(.schema, "\(at): lists of objects cannot hold null ('\(text)')") }
-        return Property(name: name, type: .object, objectType: typeName, collection: list ? .list : .single)
+        if optional, collection == .list || collection == .set {
+            throw AtollError(.schema, "\(at): \(collection.rawValue)s of objects cannot hold null ('\(text)')")
+        }
+        return Property(name: name, type: .object, objectType: typeName, collection: collection)
     }
 
     /// The schema as a JSON array in the object form (new reference).
@@ -176,8 +188,12 @@ public enum SchemaJSON {
             let props = json_object()!
             for p in cls.properties {
                 let pj = json_object()!
-                if p.isList {
-                    json_object_set_new(pj, "type", EJSON.makeString("list"))
+                if p.isComputed {
+                    json_object_set_new(pj, "type", EJSON.makeString("linkingObjects"))
+                    json_object_set_new(pj, "objectType", EJSON.makeString(p.objectType ?? ""))
+                    json_object_set_new(pj, "property", EJSON.makeString(p.linkOriginProperty ?? ""))
+                } else if p.isCollection {
+                    json_object_set_new(pj, "type", EJSON.makeString(p.collection.rawValue))
                     json_object_set_new(pj, "objectType", EJSON.makeString(p.type == .object ? p.objectType ?? "" : p.type.rawValue))
                 } else if p.type == .object {
                     json_object_set_new(pj, "type", EJSON.makeString("object"))

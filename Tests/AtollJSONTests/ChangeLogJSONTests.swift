@@ -51,7 +51,7 @@ final class ChangeLogJSONTests: XCTestCase {
             ["op": .string("set"), "class": .string("Dog"), "primaryKey": .int(1), "path": .list([.string("name")]),
              "value": .string("Rex")],
             ["op": .string("set"), "class": .string("Dog"), "primaryKey": .int(1), "path": .list([.string("owner")]),
-             "value": .string("p1")],
+             "value": .link(ObjectLink(className: "Person", primaryKey: .string("p1")))],
             ["op": .string("set"), "class": .string("Dog"), "primaryKey": .int(1), "path": .list([.string("address")]),
              "value": .object(["city": .string("Oslo")])],
             ["op": .string("listInsert"), "class": .string("Dog"), "primaryKey": .int(1), "path": .list([.string("tags")]),
@@ -82,7 +82,8 @@ final class ChangeLogJSONTests: XCTestCase {
             XCTAssertEqual(text, #"{"op":"\#(op.name)","class":"C","primaryKey":null,"path":[]}"#)
         }
         XCTAssertEqual(Instruction.Op.allCases.map(\.name),
-                       ["create", "erase", "set", "listInsert", "listErase", "listSet", "listMove", "listClear"])
+                       ["create", "erase", "set", "listInsert", "listErase", "listSet", "listMove", "listClear",
+                        "setInsert", "setErase", "setClear", "dictionarySet", "dictionaryErase", "dictionaryClear"])
     }
 
     func testAnEmptyLog() {

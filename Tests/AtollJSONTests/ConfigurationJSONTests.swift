@@ -58,8 +58,8 @@ final class ConfigurationJSONTests: XCTestCase {
         assertAtollError(try configuration(#"{"writeTimeoutMs": 2.5}"#), .invalidArgument, #""writeTimeoutMs" must be an integer"#)
         assertAtollError(try configuration(#"{"writeTimeoutMs": -2}"#), .invalidArgument, #""writeTimeoutMs" must be -1 or >= 0, not -2"#)
         assertAtollError(try configuration(#"{"schema": {"name": "A"}}"#), .schema, "must be an array of object schemas")
-        assertAtollError(try configuration(#"{"schema": [{"name": "A", "properties": {"p": "mixed"}}]}"#), .schema,
-                         "type 'mixed' is not supported yet")
+        assertAtollError(try configuration(#"{"schema": [{"name": "A", "properties": {"p": "counter"}}]}"#), .schema,
+                         "type 'counter' is not supported")
     }
 
     func testNotAnObjectOrNotJSON() {

@@ -167,7 +167,7 @@ final class EJSONTests: XCTestCase {
         XCTAssertEqual(EJSON.serialize(.objectId(oid)), #"{"$oid":"507f1f77bcf86cd799439011"}"#)
         XCTAssertEqual(EJSON.serialize(.uuid(uuid)), #"{"$uuid":"e621e1f8-c36c-495a-93fc-0c247a3e6e5f"}"#)
         XCTAssertEqual(EJSON.serialize(.decimal(Decimal128("1.50")!)), #"{"$numberDecimal":"1.5"}"#)
-        XCTAssertEqual(EJSON.serialize(.link(ObjectLink(className: "Dog", primaryKey: .string("rex")))), #""rex""#)
+        XCTAssertEqual(EJSON.serialize(.link(ObjectLink(className: "Dog", primaryKey: .string("rex")))), #"{"$ref":"Dog","$id":"rex"}"#)
         XCTAssertEqual(EJSON.serialize(.list([.int(1), .string("a"), .null])), #"[1,"a",null]"#)
         XCTAssertEqual(EJSON.serialize(.object(["b": .int(1), "a": .list([.bool(true)])])), #"{"b":1,"a":[true]}"#)
     }

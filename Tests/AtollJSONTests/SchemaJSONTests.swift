@@ -101,12 +101,42 @@ final class SchemaJSONTests: XCTestCase {
     }
 
     func testUnsupportedTypes() {
-        assertSchemaError(oneProperty(#""mixed""#), "property 'A.p': type 'mixed' is not supported yet")
-        assertSchemaError(oneProperty(#""int<>""#), "sets and dictionaries ('int<>') are not supported yet")
-        assertSchemaError(oneProperty(#""string{}""#), "sets and dictionaries ('string{}') are not supported yet")
-        assertSchemaError(oneProperty(#"{"type": "dictionary", "objectType": "int"}"#), "type 'dictionary' is not supported yet")
-        assertSchemaError(oneProperty(#"{"type": "list", "objectType": "mixed"}"#), "lists of mixed are not supported yet")
-        assertSchemaError(oneProperty(#"{"type": "linkingObjects", "objectType": "Dog"}"#), "not supported yet")
+        assertSchemaError(oneProperty(#""counter""#), "property 'A.p': type 'counter' is not supported")
+        assertSchemaError(oneProperty(#"{"type": "list", "objectType": "set"}"#), "a list of set is not supported")
+        assertSchemaError(oneProperty(#"{"type": "linkingObjects", "objectType": "Dog"}"#), #"linkingObjects needs a "property" string"#)
+        assertSchemaError(oneProperty(#"{"type": "int", "property": "x"}"#), #""property" belongs to linkingObjects properties only"#)
+        assertSchemaError(oneProperty(#""Dog?<>""#), "sets of objects cannot hold null")
+        assertSchemaError(oneProperty(#"{"type": "set", "objectType": "Dog", "optional": true}"#), "sets of objects cannot hold null")
+    }
+
+    func testCollectionsMixedAndBacklinks() throws {
+        let text = #"""
+            [{"name": "A", "primaryKey": "id", "properties": {"id": "int", "s": "int<>", "os": "string?<>", "d": "int{}",
+              "ld": "Dog{}", "m": "mixed", "ml": "mixed[]", "md": "mixed{}", "sd": "Dog<>",
+              "s2": {"type": "set", "objectType": "uuid"}, "d2": {"type": "dictionary", "objectType": "Dog"}}},
+             {"name": "Dog", "primaryKey": "id", "properties": {"id": "int",
+              "owners": {"type": "linkingObjects", "objectType": "A", "property": "sd"}}}]
+            """#
+        let parsed = try schema(text)
+        try parsed.validate()
+        let a = try XCTUnwrap(parsed["A"])
+        XCTAssertEqual(a[property: "s"], Property(name: "s", type: .int, collection: .set))
+        XCTAssertEqual(a[property: "os"], Property(name: "os", type: .string, collection: .set, isOptional: true))
+        XCTAssertEqual(a[property: "d"], Property(name: "d", type: .int, collection: .dictionary))
+        XCTAssertEqual(a[property: "ld"], Property(name: "ld", type: .object, objectType: "Dog", collection: .dictionary, isOptional: true))
+        XCTAssertEqual(a[property: "m"], Property(name: "m", type: .mixed, isOptional: true))
+        XCTAssertEqual(a[property: "ml"]?.typeName, "mixed[]")
+        XCTAssertEqual(a[property: "md"]?.typeName, "mixed{}")
+        XCTAssertEqual(a[property: "sd"]?.typeName, "Dog<>")
+        XCTAssertEqual(a[property: "s2"]?.typeName, "uuid<>")
+        XCTAssertEqual(a[property: "d2"], a[property: "ld"].map { var p = $0; p.name = "d2"; return p })
+        XCTAssertEqual(parsed["Dog"]?[property: "owners"],
+                       Property(name: "owners", type: .linkingObjects, objectType: "A", linkOriginProperty: "sd"))
+        XCTAssertEqual(parsed["Dog"]?[property: "owners"]?.typeName, "linkingObjects<A.sd>")
+        // The object form written back reads back the same.
+        let json = SchemaJSON.make(parsed)
+        defer { json_decref(json) }
+        XCTAssertEqual(try SchemaJSON.schema(json), parsed)
     }
 
     func testMalformedProperties() {

@@ -92,8 +92,10 @@ final class LinksTests: XCTestCase {
                          .notFound, "element 1", "no Toy with primary key 'kite'")
         assertAtollError(try store.create("Dog", ["id": .int(1), "owner": .int(5)]), .typeMismatch,
                          "property 'Dog.owner' links to Person")
-        assertAtollError(try store.create("Person", ["id": .string("p9"), "note": .int(1)]), .typeMismatch,
-                         "class 'Note' has no primary key, so the link must be given as an object")
+        assertAtollError(try store.create("Person", ["id": .string("p9"), "note": .string("n")]), .typeMismatch,
+                         "class 'Note' has no primary key, so the link must be given as an object or as the target's key")
+        assertAtollError(try store.create("Person", ["id": .string("p9"), "note": .int(1)]), .notFound,
+                         "property 'Person.note': no Note with key 1")
         assertAtollError(try store.create("Dog", ["id": .int(1), "toys": .list([.null])]), .missingValue,
                          "cannot hold null")
         XCTAssertEqual(try store.objects("Dog").count(), 0)

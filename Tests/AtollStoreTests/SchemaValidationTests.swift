@@ -103,7 +103,7 @@ final class SchemaValidationTests: XCTestCase {
     func testListsOfObjectsCannotHoldNull() {
         let schema = Schema([person([Property(name: "pals", type: .object, objectType: "Person", collection: .list,
                                               isOptional: true)])])
-        assertAtollError(try schema.validate(), .schema, "property 'Person.pals': lists of objects cannot hold null")
+        assertAtollError(try schema.validate(), .schema, "property 'Person.pals': lists and sets of objects cannot hold null")
     }
 
     func testLinksCannotBeIndexedOrHaveDefaults() {

@@ -13,8 +13,8 @@ final class ChangeRecorder {
     private var flushedCount = 0
     private var chunk = 0
 
-    /// Record kinds. 1–8 are `Instruction.Op`; 9 is a create with its initial values; 0 only
-    /// defines names.
+    /// Record kinds. 1–8 and 10–15 are `Instruction.Op`; 9 is a create with its initial values;
+    /// 0 only defines names.
     private static let createWithValues: UInt8 = 9
     private static let defineNames: UInt8 = 0
 
@@ -77,7 +77,7 @@ final class ChangeRecorder {
         default: break
         }
         if ins.op == .listMove { writer.signed(Int64(ins.toIndex ?? 0)) }
-        if ins.op == .set || ins.op == .listInsert || ins.op == .listSet { writer.value(ins.value ?? .null) }
+        if ins.op.carriesValue { writer.value(ins.value ?? .null) }
         pendingCount += 1
     }
 
@@ -152,7 +152,7 @@ final class ChangeRecorder {
                 default: break
                 }
                 if op == .listMove { ins.toIndex = Int(try reader.signed()) }
-                if op == .set || op == .listInsert || op == .listSet { ins.value = try reader.value() }
+                if op.carriesValue { ins.value = try reader.value() }
             }
             out.append(ins)
         }

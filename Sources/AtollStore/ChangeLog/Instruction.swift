@@ -27,6 +27,20 @@ public struct Instruction: Hashable, Sendable {
         case listMove = 7
         /// The list at `path` was emptied.
         case listClear = 8
+        // 9 is taken by the encoding (a create with its values; see ChangeRecorder).
+        /// `value` was added to the set at `path`.
+        case setInsert = 10
+        /// `value` was removed from the set at `path`.
+        case setErase = 11
+        /// The set at `path` was emptied.
+        case setClear = 12
+        /// The dictionary at `path` minus its last element now holds `value` under that last
+        /// element's key: `path` is `[property, key]`.
+        case dictionarySet = 13
+        /// The key that ends `path` was removed from its dictionary.
+        case dictionaryErase = 14
+        /// The dictionary at `path` was emptied.
+        case dictionaryClear = 15
 
         public var name: String {
             switch self {
@@ -38,6 +52,12 @@ public struct Instruction: Hashable, Sendable {
             case .listSet: return "listSet"
             case .listMove: return "listMove"
             case .listClear: return "listClear"
+            case .setInsert: return "setInsert"
+            case .setErase: return "setErase"
+            case .setClear: return "setClear"
+            case .dictionarySet: return "dictionarySet"
+            case .dictionaryErase: return "dictionaryErase"
+            case .dictionaryClear: return "dictionaryClear"
             }
         }
     }
@@ -69,4 +89,14 @@ public struct ChangeSet: Hashable, Sendable {
     /// When it was committed (by the clock of the process that committed it).
     public var timestamp: Timestamp
     public var instructions: [Instruction]
+}
+
+extension Instruction.Op {
+    /// Whether the instruction has a `value`.
+    public var carriesValue: Bool {
+        switch self {
+        case .set, .listInsert, .listSet, .setInsert, .setErase, .dictionarySet: return true
+        default: return false
+        }
+    }
 }

@@ -55,7 +55,7 @@ extension Store {
             let s = try conn.statement(info.readByPrimaryKeySQL)
             s.bind(1, info.primaryKey!.type.sqlValue(pk))
             guard try s.step() else { s.reset(); return nil }
-            let row = (0...info.columns.count).map { s.sqlValue(Int32($0)) }
+            let row = (0..<info.width).map { s.sqlValue(Int32($0)) }
             s.reset()
             return try document(info, row, conn)
         }
@@ -79,8 +79,11 @@ extension Store {
             guard try s.step() else { return nil }
             let rowKey = s.int64(0)
             let raw = s.sqlValue(1)
+            let tag = p.type == .mixed ? s.sqlValue(2) : .null
             s.reset()
-            return p.isList ? try readList(info, p, rowKey, conn) : try readValue(p, raw, conn)
+            if p.isComputed { return try readBacklinks(p, rowKey, conn) }
+            if p.isCollection { return try readCollection(info, p, rowKey, conn) }
+            return p.type == .mixed ? try readMixed(raw, tag, conn) : try readValue(p, raw, conn)
         }
     }
 
@@ -132,6 +135,11 @@ extension Store {
 
     // MARK: - Writing
 
+    /// The name under which a document gives the row key of an object of a class without
+    /// primary key (the key that reads give in links to such objects): with it, `create` makes
+    /// the object with that key or, as `update` says, updates the one that has it.
+    public static let objectKeyName = "_atoll_key"
+
     /// Creates or updates one top-level object; records its instructions.
     func upsert(_ info: ClassInfo, _ doc: Document, _ policy: UpdatePolicy, _ conn: Connection,
                 _ rec: ChangeRecorder) throws -> (rowKey: Int64, reference: Value) {
@@ -140,6 +148,7 @@ extension Store {
         }
         try checkKeys(info, doc)
         var pk: Value?
+        var explicitKey: Int64?
         if let p = info.primaryKey {
             guard let raw = doc[p.name], !raw.isNull else {
                 throw AtollError(.missingValue, "primary key '\(info.name).\(p.name)' is missing")
@@ -151,46 +160,80 @@ extension Store {
             if policy != .error {
                 let given = info.columns.filter { $0.name != p.name && doc[$0.name] != nil }
                 if let done = try updateInOneStatement(info, key, doc, given, policy, conn, rec) { return done }
-                let s = try conn.statement(info.currentValuesSQL(given))
-                s.bind(1, p.type.sqlValue(key))
-                let found = try s.step()
-                let existing = found ? s.int64(0) : 0
-                let old = found ? (0..<given.count).map { s.sqlValue(Int32($0 + 1)) } : []
-                s.reset()
-                if found {
-                    try update(info, existing, key, doc, given, old, policy, conn, rec)
+                if let existing = try updateExisting(info, p.type.sqlValue(key), key, doc, given, policy, conn, rec) {
                     return (existing, key)
                 }
             }
+        } else if let raw = doc[Store.objectKeyName] {
+            guard case .int(let key) = raw else {
+                throw AtollError(.typeMismatch, "\(Store.objectKeyName) of '\(info.name)' is an int; got \(raw.kindName) \(raw.shortDescription)")
+            }
+            let given = info.columns.filter { doc[$0.name] != nil }
+            if policy == .error, try rowExists(info, key, conn) {
+                throw AtollError(.duplicatePrimaryKey, "an object of class '\(info.name)' with key \(key) exists already")
+            }
+            if policy != .error, let existing = try updateExisting(info, .integer(key), .int(key), doc, given, policy, conn, rec) {
+                return (existing, .int(key))
+            }
+            explicitKey = key
         }
         // Insert. Resolve every value first: an inline link may insert into this same class,
         // with this same cached statement.
         var logged = [Value]()
         var values = [SQLValue]()
+        var types = [SQLValue]()
         logged.reserveCapacity(info.columns.count)
-        values.reserveCapacity(info.columns.count)
+        values.reserveCapacity(info.width)
         for p in info.columns {
-            let (sql, canonical) = try resolve(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
-            values.append(sql)
-            logged.append(canonical)
+            let item = try resolve(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
+            values.append(item.sql)
+            if p.type == .mixed { types.append(item.type) }
+            logged.append(item.canonical)
         }
-        let insert = try conn.statement(info.insertSQL)
-        insert.bind(values)
+        let insert: Statement
+        if let explicitKey {
+            insert = try conn.statement(info.insertWithKeySQL)
+            insert.bind([.integer(explicitKey)] + values + types)
+        } else {
+            insert = try conn.statement(info.insertSQL)
+            insert.bind(types.isEmpty ? values : values + types)
+        }
         do { try insert.run() } catch let e as AtollError where e.code == .duplicatePrimaryKey {
             throw AtollError(.duplicatePrimaryKey, "an object of class '\(info.name)' with primary key \(pk?.shortDescription ?? "?") exists already")
         }
         let rowKey = info.primaryKeyIsRowKey ? pk.flatMap { if case .int(let i) = $0 { i } else { nil } } ?? conn.lastInsertRowID
-            : conn.lastInsertRowID
+            : explicitKey ?? conn.lastInsertRowID
         let ref = pk ?? .int(rowKey)
         rec.recordCreate(info, ref, values: logged)
-        for p in info.lists {
-            let items = try resolveList(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
-            try insertList(info, p, rowKey, items.map(\.0), conn)
-            for (i, item) in items.enumerated() {
-                rec.record(Instruction(.listInsert, info.name, ref, path: [.key(p.name)], value: item.1, index: i))
-            }
+        for p in info.collections {
+            let items = try resolveCollection(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
+            try insertCollection(info, p, rowKey, items, conn)
+            recordCollection(info, p, ref, items, cleared: false, rec)
         }
         return (rowKey, ref)
+    }
+
+    /// Updates the object whose primary key column (the row key for classes without primary
+    /// key) holds `key`, when there is one; returns its row key, or nil when there is none.
+    private func updateExisting(_ info: ClassInfo, _ key: SQLValue, _ ref: Value, _ doc: Document, _ given: [Property],
+                                _ policy: UpdatePolicy, _ conn: Connection, _ rec: ChangeRecorder) throws -> Int64? {
+        let s = try conn.statement(info.currentValuesSQL(given))
+        s.bind(1, key)
+        guard try s.step() else { s.reset(); return nil }
+        let existing = s.int64(0)
+        var old = [(SQLValue, SQLValue)]()
+        var typeColumn = Int32(given.count + 1)
+        for (i, p) in given.enumerated() {
+            var type = SQLValue.null
+            if p.type == .mixed {
+                type = s.sqlValue(typeColumn)
+                typeColumn += 1
+            }
+            old.append((s.sqlValue(Int32(i + 1)), type))
+        }
+        s.reset()
+        try update(info, existing, ref, doc, given, old, policy, conn, rec)
+        return existing
     }
 
     /// Updates an existing object's scalar columns with one `UPDATE … RETURNING`, where no
@@ -201,8 +244,8 @@ extension Store {
                                       _ policy: UpdatePolicy, _ conn: Connection,
                                       _ rec: ChangeRecorder) throws -> (rowKey: Int64, reference: Value)? {
         guard !given.isEmpty, policy == .all || given.count == 1,
-              given.allSatisfy({ $0.type != .object }),
-              !info.lists.contains(where: { doc[$0.name] != nil }),
+              given.allSatisfy({ $0.type != .object && $0.type != .mixed }),
+              !info.collections.contains(where: { doc[$0.name] != nil }),
               let pkProperty = info.primaryKey else { return nil }
         let values = try given.map { try $0.coerce(doc[$0.name]!, className: info.name) }
         let s = try conn.statement(info.updateReturningSQL(given, onlyIfChanged: policy == .modified))
@@ -232,65 +275,61 @@ extension Store {
 
     private func checkKeys(_ info: ClassInfo, _ doc: Document) throws {
         for key in doc.keys where !info.propertyNames.contains(key) {
+            if key == Store.objectKeyName, info.primaryKey == nil, !info.schema.isEmbedded { continue }
+            if info.schema[property: key]?.isComputed == true {
+                throw AtollError(.invalidArgument, "'\(info.name).\(key)' is a linkingObjects property: it is computed from links, and cannot be written")
+            }
             throw AtollError(.noSuchProperty, "class '\(info.name)' has no property '\(key)'")
         }
     }
 
-    /// Updates the given properties of an existing object.
     /// Updates the given properties of an existing object. `given` are the columns the document
-    /// sets and `old` their current values (to skip unchanged ones with .modified, and to free
-    /// replaced embedded objects).
+    /// sets and `old` their current values and (for mixed) types: to skip unchanged ones with
+    /// .modified, and to free replaced embedded objects.
     private func update(_ info: ClassInfo, _ rowKey: Int64, _ ref: Value, _ doc: Document, _ given: [Property],
-                        _ old: [SQLValue], _ policy: UpdatePolicy, _ conn: Connection, _ rec: ChangeRecorder) throws {
+                        _ old: [(SQLValue, SQLValue)], _ policy: UpdatePolicy, _ conn: Connection,
+                        _ rec: ChangeRecorder) throws {
         if !given.isEmpty {
-            var changed = [(Property, SQLValue, Value)]()
+            var changed = [(Property, Stored)]()
             var replacedEmbedded = [(ClassInfo, Int64)]()
             for (i, p) in given.enumerated() {
-                let (sql, canonical) = try resolve(p, doc[p.name]!, info, policy, conn, rec)
-                if let target = embeddedTarget(p), case .integer(let oldKey) = old[i] {
-                    if policy == .modified, case .integer(let newKey) = sql,
+                let item = try resolve(p, doc[p.name]!, info, policy, conn, rec)
+                if let target = embeddedTarget(p), case .integer(let oldKey) = old[i].0 {
+                    if policy == .modified, case .integer(let newKey) = item.sql,
                        try readObject(target, oldKey, conn) == readObject(target, newKey, conn) {
                         try eraseRow(target, newKey, conn)
                         continue
                     }
                     replacedEmbedded.append((target, oldKey))
-                } else if policy == .modified, sql == old[i] {
+                } else if policy == .modified, item.sql == old[i].0, item.type == old[i].1 {
                     continue
                 }
-                changed.append((p, sql, canonical))
+                changed.append((p, item))
             }
             if !changed.isEmpty {
                 let s = try conn.statement(info.updateSQL(changed.map(\.0)))
-                for (i, c) in changed.enumerated() { s.bind(Int32(i + 1), c.1) }
-                s.bind(Int32(changed.count + 1), rowKey)
+                var n: Int32 = 1
+                for (p, item) in changed {
+                    s.bind(n, item.sql)
+                    n += 1
+                    if p.type == .mixed {
+                        s.bind(n, item.type)
+                        n += 1
+                    }
+                }
+                s.bind(n, rowKey)
                 try s.run()
                 for (target, key) in replacedEmbedded { try eraseRow(target, key, conn) }
-                for c in changed { rec.record(Instruction(.set, info.name, ref, path: [.key(c.0.name)], value: c.2)) }
+                for (p, item) in changed { rec.record(Instruction(.set, info.name, ref, path: [.key(p.name)], value: item.canonical)) }
             }
         }
-        for p in info.lists {
+        for p in info.collections {
             guard let raw = doc[p.name] else { continue }
-            let items = try resolveList(p, raw, info, policy, conn, rec)
-            let old = try readListRows(info, p, rowKey, conn)
-            if policy == .modified {
-                if let target = embeddedTarget(p) {
-                    let newKeys = items.compactMap { if case .integer(let k) = $0.0 { k } else { nil } }
-                    let oldDocs = try old.map { try readObject(target, $0.int64 ?? 0, conn) }
-                    let newDocs = try newKeys.map { try readObject(target, $0, conn) }
-                    if oldDocs == newDocs {
-                        for k in newKeys { try eraseRow(target, k, conn) }
-                        continue
-                    }
-                } else if old == items.map(\.0) {
-                    continue
-                }
-            }
-            try clearList(info, p, rowKey, conn)
-            try insertList(info, p, rowKey, items.map(\.0), conn)
-            rec.record(Instruction(.listClear, info.name, ref, path: [.key(p.name)]))
-            for (i, item) in items.enumerated() {
-                rec.record(Instruction(.listInsert, info.name, ref, path: [.key(p.name)], value: item.1, index: i))
-            }
+            let items = try resolveCollection(p, raw, info, policy, conn, rec)
+            if policy == .modified, try collectionUnchanged(info, p, rowKey, items, conn) { continue }
+            try clearCollection(info, p, rowKey, conn)
+            try insertCollection(info, p, rowKey, items, conn)
+            recordCollection(info, p, ref, items, cleared: true, rec)
         }
     }
 
@@ -299,25 +338,28 @@ extension Store {
         return target
     }
 
-    /// One value (or list element) of a property, resolved to its SQL form and its canonical
-    /// value: links are looked up or written, embedded objects inserted.
-    private func resolve(_ p: Property, _ raw: Value, _ info: ClassInfo, _ policy: UpdatePolicy, _ conn: Connection,
-                         _ rec: ChangeRecorder) throws -> (SQLValue, Value) {
+    /// One value (or collection element) of a property, resolved to its SQL form and its
+    /// canonical value: links are looked up or written, embedded objects inserted.
+    func resolve(_ p: Property, _ raw: Value, _ info: ClassInfo, _ policy: UpdatePolicy, _ conn: Connection,
+                 _ rec: ChangeRecorder) throws -> Stored {
         nesting += 1
         defer { nesting -= 1 }
         guard nesting <= Store.maxNesting else {
             throw AtollError(.invalidArgument, "objects are nested more than \(Store.maxNesting) levels deep")
         }
-        if p.isList, case .list = raw {
-            throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)' holds a list of \(p.type == .object ? p.objectType! : p.type.rawValue); a list cannot be an element")
+        if p.type == .mixed { return try resolveMixed(raw, "property '\(info.name).\(p.name)'", conn) }
+        if p.isCollection, case .list = raw {
+            throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)' holds a \(p.collection.rawValue) of \(p.type == .object ? p.objectType! : p.type.rawValue); a list cannot be an element")
         }
         guard p.type == .object else {
             let v = try p.coerce(raw, className: info.name)
-            return (p.type.sqlValue(v), v)
+            return Stored(sql: p.type.sqlValue(v), canonical: v)
         }
         if raw.isNull {
-            if p.isList { throw AtollError(.missingValue, "list '\(info.name).\(p.name)' cannot hold null") }
-            return (.null, .null)
+            if p.isCollection, !p.isOptional {
+                throw AtollError(.missingValue, "\(p.collection.rawValue) '\(info.name).\(p.name)' cannot hold null")
+            }
+            return Stored(sql: .null, canonical: .null)
         }
         let target = try classInfo(p.objectType!)
         if target.schema.isEmbedded {
@@ -325,38 +367,37 @@ extension Store {
                 throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)' holds an embedded \(target.name); give it as an object, not \(raw.kindName) \(raw.shortDescription)")
             }
             let (key, canonical) = try insertEmbedded(target, doc, policy, conn, rec)
-            return (.integer(key), .object(canonical))
+            return Stored(sql: .integer(key), canonical: .object(canonical))
         }
         if case .object(let doc) = raw {
             let (key, ref) = try upsert(target, doc, policy, conn, rec)
-            return (.integer(key), .link(ObjectLink(className: target.name, primaryKey: ref)))
+            return Stored(sql: .integer(key), canonical: .link(ObjectLink(className: target.name, primaryKey: ref)))
+        }
+        var given = raw
+        if case .link(let l) = raw {
+            guard l.className == target.name else {
+                throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)' links to \(target.name), not \(l.className)")
+            }
+            given = l.primaryKey
         }
         guard target.primaryKey != nil else {
-            throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)': class '\(target.name)' has no primary key, so the link must be given as an object")
+            // An object without primary key is named by its row key, as reads give it.
+            guard case .int(let key) = given else {
+                throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)': class '\(target.name)' has no primary key, so the link must be given as an object or as the target's key (an int)")
+            }
+            guard try rowExists(target, key, conn) else {
+                throw AtollError(.notFound, "property '\(info.name).\(p.name)': no \(target.name) with key \(key)")
+            }
+            return Stored(sql: .integer(key), canonical: .link(ObjectLink(className: target.name, primaryKey: .int(key))))
         }
         let pk: Value
-        do { pk = try checkedPrimaryKey(target, raw) } catch let e as AtollError {
+        do { pk = try checkedPrimaryKey(target, given) } catch let e as AtollError {
             throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)' links to \(target.name): \(e.message)")
         }
         guard let key = try lookup(target, primaryKey: pk, conn) else {
             throw AtollError(.notFound, "property '\(info.name).\(p.name)': no \(target.name) with primary key \(pk.shortDescription)")
         }
-        return (.integer(key), .link(ObjectLink(className: target.name, primaryKey: pk)))
-    }
-
-    private func resolveList(_ p: Property, _ raw: Value, _ info: ClassInfo, _ policy: UpdatePolicy, _ conn: Connection,
-                             _ rec: ChangeRecorder) throws -> [(SQLValue, Value)] {
-        guard case .list(let items) = raw else {
-            throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)' is a list (\(p.typeName)); got \(raw.kindName) \(raw.shortDescription)")
-        }
-        var out = [(SQLValue, Value)]()
-        out.reserveCapacity(items.count)
-        for (i, item) in items.enumerated() {
-            do { out.append(try resolve(p, item, info, policy, conn, rec)) } catch let e as AtollError {
-                throw e.prefixed("element \(i)")
-            }
-        }
-        return out
+        return Stored(sql: .integer(key), canonical: .link(ObjectLink(className: target.name, primaryKey: pk)))
     }
 
     /// Inserts an embedded object (no instructions of its own: its owner's `set` carries it).
@@ -365,45 +406,24 @@ extension Store {
         try checkKeys(info, doc)
         var canonical = [String: Value]()
         var values = [SQLValue]()
+        var types = [SQLValue]()
         for p in info.columns {
-            let (sql, v) = try resolve(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
-            values.append(sql)
-            canonical[p.name] = v
+            let item = try resolve(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
+            values.append(item.sql)
+            if p.type == .mixed { types.append(item.type) }
+            canonical[p.name] = item.canonical
         }
         let insert = try conn.statement(info.insertSQL)
-        insert.bind(values)
+        insert.bind(values + types)
         try insert.run()
         let rowKey = conn.lastInsertRowID
-        for p in info.lists {
-            let items = try resolveList(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
-            try insertList(info, p, rowKey, items.map(\.0), conn)
-            canonical[p.name] = .list(items.map(\.1))
+        for p in info.collections {
+            let items = try resolveCollection(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
+            try insertCollection(info, p, rowKey, items, conn)
+            canonical[p.name] = collectionValue(p, items.map { ($0.key, $0.stored.canonical) })
         }
         // The embedded object as its owner's `set` records it, in schema order.
-        return (rowKey, Document(info.layout.map { ($0.0.name, canonical[$0.0.name] ?? .null) }))
-    }
-
-    private func insertList(_ info: ClassInfo, _ p: Property, _ owner: Int64, _ items: [SQLValue], _ conn: Connection) throws {
-        guard !items.isEmpty else { return }
-        let s = try conn.statement("INSERT INTO \(info.listTable(p)) (owner, position, value) VALUES (?, ?, ?)")
-        for (i, item) in items.enumerated() {
-            s.reset()
-            s.bind(1, owner)
-            s.bind(2, Int64(i))
-            s.bind(3, item)
-            try s.run()
-        }
-    }
-
-    private func clearList(_ info: ClassInfo, _ p: Property, _ owner: Int64, _ conn: Connection) throws {
-        if let target = embeddedTarget(p) {
-            for row in try readListRows(info, p, owner, conn) {
-                if let key = row.int64 { try eraseRow(target, key, conn) }
-            }
-        }
-        let s = try conn.statement("DELETE FROM \(info.listTable(p)) WHERE owner = ?")
-        s.bind(1, owner)
-        try s.run()
+        return (rowKey, Document(info.layout.map { ($0.property.name, canonical[$0.property.name] ?? .null) }))
     }
 
     // MARK: - Deleting
@@ -415,7 +435,9 @@ extension Store {
         rec.record(Instruction(.erase, info.name, ref))
     }
 
-    /// Deletes a row with what it owns (embedded objects, list rows) and the links to it.
+    /// Deletes a row with what it owns (embedded objects, collection rows) and the links to it:
+    /// to-one links and dictionary values become null, lists and sets drop it, mixed values
+    /// that link to it become null.
     func eraseRow(_ info: ClassInfo, _ rowKey: Int64, _ conn: Connection) throws {
         let embeddedColumns = info.columns.compactMap { p in embeddedTarget(p).map { (p, $0) } }
         if !embeddedColumns.isEmpty {
@@ -429,13 +451,27 @@ extension Store {
             s.reset()
             for (target, key) in owned { try eraseRow(target, key, conn) }
         }
-        for p in info.lists { try clearList(info, p, rowKey, conn) }
+        for p in info.collections { try clearCollection(info, p, rowKey, conn) }
         if !info.schema.isEmbedded {
             for (other, p) in incoming(info.name) {
-                let sql = p.isList ? "DELETE FROM \(other.listTable(p)) WHERE value = ?"
-                    : "UPDATE \(other.table) SET \(quote(p.name)) = NULL WHERE \(quote(p.name)) = ?"
+                let sql: String
+                switch p.collection {
+                case .single: sql = "UPDATE \(other.table) SET \(quote(p.name)) = NULL WHERE \(quote(p.name)) = ?"
+                case .list, .set: sql = "DELETE FROM \(other.listTable(p)) WHERE value = ?"
+                case .dictionary: sql = "UPDATE \(other.listTable(p)) SET value = NULL WHERE value = ?"
+                }
                 let s = try conn.statement(sql)
                 s.bind(1, rowKey)
+                try s.run()
+            }
+            let tag = SQLValue.text(MixedTag.linkPrefix + info.name)
+            for (other, p) in mixedProperties() {
+                let sql = p.isCollection
+                    ? "UPDATE \(other.listTable(p)) SET value = NULL, type = NULL WHERE type = ?1 AND value = ?2"
+                    : "UPDATE \(other.table) SET \(quote(p.name)) = NULL, \(mixedTypeColumn(p)) = NULL WHERE \(mixedTypeColumn(p)) = ?1 AND \(quote(p.name)) = ?2"
+                let s = try conn.statement(sql)
+                s.bind(1, tag)
+                s.bind(2, rowKey)
                 try s.run()
             }
         }
@@ -456,15 +492,28 @@ extension Store {
         return found
     }
 
+    /// The mixed properties of every class (which may link to any object).
+    func mixedProperties() -> [(ClassInfo, Property)] {
+        let key = "\u{0}mixed"
+        if let known = incomingLinks[key] { return known }
+        var found = [(ClassInfo, Property)]()
+        for cls in schema.classes {
+            guard let other = classes[cls.name] else { continue }
+            for p in cls.properties where p.type == .mixed { found.append((other, p)) }
+        }
+        incomingLinks[key] = found
+        return found
+    }
+
     // MARK: - Reading
 
     /// Reads a whole object by row key: links as the target's primary key, embedded objects
-    /// whole, lists as arrays.
+    /// whole, lists and sets as arrays, dictionaries as objects.
     func readObject(_ info: ClassInfo, _ rowKey: Int64, _ conn: Connection) throws -> Document? {
         let s = try conn.statement(info.readSQL)
         s.bind(1, rowKey)
         guard try s.step() else { s.reset(); return nil }
-        let row = (0...info.columns.count).map { s.sqlValue(Int32($0)) }
+        let row = (0..<info.width).map { s.sqlValue(Int32($0)) }
         s.reset()
         return try document(info, row, conn)
     }
@@ -473,13 +522,19 @@ extension Store {
     func document(_ info: ClassInfo, _ row: [SQLValue], _ conn: Connection) throws -> Document {
         var doc = Document()
         guard case .integer(let rowKey) = row[0] else { return doc }
-        for (p, column) in info.layout {
-            doc.appendNew(p.name, try column.map { try readValue(p, row[$0], conn) } ?? readList(info, p, rowKey, conn))
+        for (p, column, typeColumn) in info.layout {
+            let value: Value
+            if let column {
+                value = try typeColumn.map { try readMixed(row[column], row[$0], conn) } ?? readValue(p, row[column], conn)
+            } else {
+                value = try readCollection(info, p, rowKey, conn)
+            }
+            doc.appendNew(p.name, value)
         }
         return doc
     }
 
-    /// A stored value as users see it: links as the target's primary key.
+    /// A stored value (not mixed) as users see it: links as the target's primary key.
     func readValue(_ p: Property, _ raw: SQLValue, _ conn: Connection) throws -> Value {
         guard p.type == .object else { return p.type.value(raw) }
         guard case .integer(let key) = raw, let target = classes[p.objectType ?? ""] else { return .null }
@@ -487,18 +542,30 @@ extension Store {
         return try reference(target, key, conn)
     }
 
-    func readList(_ info: ClassInfo, _ p: Property, _ owner: Int64, _ conn: Connection) throws -> Value {
-        .list(try readListRows(info, p, owner, conn).map { try readValue(p, $0, conn) })
-    }
-
-    private func readListRows(_ info: ClassInfo, _ p: Property, _ owner: Int64, _ conn: Connection) throws -> [SQLValue] {
-        let s = try conn.statement("SELECT value FROM \(info.listTable(p)) WHERE owner = ? ORDER BY position")
-        s.bind(1, owner)
-        var rows = [SQLValue]()
-        while try s.step() { rows.append(s.sqlValue(0)) }
+    /// The objects that link to an object through a `linkingObjects` property's origin, by
+    /// their primary keys (row keys for classes without), in row-key order.
+    func readBacklinks(_ p: Property, _ rowKey: Int64, _ conn: Connection) throws -> Value {
+        guard let source = classes[p.objectType ?? ""], let origin = source.schema[property: p.linkOriginProperty ?? ""] else {
+            return .list([])
+        }
+        let sql = origin.isCollection
+            ? "SELECT DISTINCT owner FROM \(source.listTable(origin)) WHERE value = ? ORDER BY owner"
+            : "SELECT \(source.rowKey) FROM \(source.table) WHERE \(quote(origin.name)) = ? ORDER BY \(source.rowKey)"
+        let s = try conn.statement(sql)
+        s.bind(1, rowKey)
+        var keys = [Int64]()
+        while try s.step() { keys.append(s.int64(0)) }
         s.reset()
-        return rows
+        return .list(try keys.map { try reference(source, $0, conn) })
     }
+}
+
+/// A value resolved for storage: its SQL form, its type tag (mixed values only, else NULL) and
+/// its canonical form (what the change log records).
+struct Stored: Hashable {
+    var sql: SQLValue
+    var type: SQLValue = .null
+    var canonical: Value
 }
 
 extension SQLValue {

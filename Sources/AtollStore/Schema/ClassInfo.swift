@@ -3,8 +3,9 @@
 /// - One STRICT table per class, named after the class. Its row key is an `INTEGER PRIMARY KEY`:
 ///   the primary key itself for classes with an int primary key, else a hidden `_atoll_key`.
 /// - Other primary keys are a `UNIQUE NOT NULL` column. Scalars and to-one links (the target's
-///   row key) are columns; lists live in side tables `"<Class>.<property>"` keyed by
-///   (owner, position).
+///   row key) are columns; a mixed value is two columns, its value and `"<property>.type"`.
+///   Lists and sets live in side tables `"<Class>.<property>"` keyed by (owner, position),
+///   dictionaries in side tables keyed by (owner, key).
 /// - Embedded objects are rows of their class's table, owned by exactly one link.
 final class ClassInfo {
     let schema: ObjectSchema
@@ -13,20 +14,31 @@ final class ClassInfo {
     let rowKey: String
     let primaryKey: Property?
     let primaryKeyIsRowKey: Bool
-    /// Properties stored as columns (everything but lists), in schema order.
+    /// Properties stored as columns (single values: scalars, links, mixed), in schema order.
     let columns: [Property]
-    let lists: [Property]
-    /// The names of all properties, and of those that are links or lists.
+    /// The mixed columns: each has a second column `"<name>.type"` with its value's type.
+    let mixedColumns: [Property]
+    /// Lists, sets and dictionaries, each in its side table.
+    let collections: [Property]
+    /// Computed `linkingObjects` properties.
+    let backlinks: [Property]
+    /// The names of all properties, and of those whose writes may take several statements
+    /// (links, mixed values that may be links, collections).
     let propertyNames: Set<String>
     let linkOrListNames: Set<String>
-    /// Every property in schema order, with its column's position in `selectColumns` rows
-    /// (1-based after the row key), nil for lists.
-    let layout: [(Property, Int?)]
-    /// `SELECT rowkey, columns... FROM table` (append a WHERE clause).
+    /// Every stored property in schema order, with its column's position in `selectColumns`
+    /// rows (1-based after the row key; nil for collections) and, for mixed, its type column's.
+    let layout: [(property: Property, column: Int?, typeColumn: Int?)]
+    /// The number of columns of a `selectColumns` row.
+    let width: Int
+    /// `SELECT rowkey, columns..., mixed type columns... FROM table` (append a WHERE clause).
     let selectColumns: String
     /// `SELECT t.rowkey, t.columns...` (append a FROM clause with the table as `t`).
     let selectList: String
     let insertSQL: String
+    /// `INSERT` with the row key given first (for objects of classes without primary key that
+    /// are given their key).
+    let insertWithKeySQL: String
     /// `SELECT rowkey FROM table WHERE pk = ?`
     let lookupSQL: String
     /// `selectColumns WHERE rowkey = ?`
@@ -36,7 +48,6 @@ final class ClassInfo {
     /// `SELECT pk FROM table WHERE rowkey = ?`
     let referenceSQL: String
     let deleteSQL: String
-
     init(_ schema: ObjectSchema) {
         self.schema = schema
         name = schema.name
@@ -44,17 +55,25 @@ final class ClassInfo {
         primaryKey = schema.primaryKeyProperty
         primaryKeyIsRowKey = primaryKey?.type == .int
         rowKey = primaryKeyIsRowKey ? quote(primaryKey!.name) : quote("_atoll_key")
-        columns = schema.properties.filter { !$0.isList }
-        lists = schema.properties.filter { $0.isList }
-        propertyNames = Set(schema.properties.map(\.name))
-        linkOrListNames = Set(schema.properties.filter { $0.isList || $0.type == .object }.map(\.name))
+        columns = schema.properties.filter { !$0.isCollection && !$0.isComputed }
+        mixedColumns = columns.filter { $0.type == .mixed }
+        collections = schema.properties.filter { $0.isCollection && !$0.isComputed }
+        backlinks = schema.properties.filter(\.isComputed)
+        propertyNames = Set(schema.properties.filter { !$0.isComputed }.map(\.name))
+        linkOrListNames = Set(schema.properties.filter { $0.isCollection || $0.type == .object || $0.type == .mixed }.map(\.name))
         var column = 0
-        layout = schema.properties.map { p in
-            if p.isList { return (p, nil) }
+        var typeColumn = columns.count
+        layout = schema.properties.filter { !$0.isComputed }.map { p in
+            if p.isCollection { return (p, nil, nil) }
             column += 1
-            return (p, column)
+            if p.type == .mixed {
+                typeColumn += 1
+                return (p, column, typeColumn)
+            }
+            return (p, column, nil)
         }
-        let columnList = columns.map { "t." + quote($0.name) }
+        width = 1 + columns.count + mixedColumns.count
+        let columnList = columns.map { "t." + quote($0.name) } + mixedColumns.map { "t." + mixedTypeColumn($0) }
         selectList = "SELECT " + (["t." + rowKey] + columnList).joined(separator: ", ")
         selectColumns = selectList + " FROM \(table) AS t"
         let pkColumn = primaryKey.map { quote($0.name) } ?? rowKey
@@ -63,10 +82,12 @@ final class ClassInfo {
         readByPrimaryKeySQL = selectColumns + " WHERE t.\(pkColumn) = ?"
         referenceSQL = "SELECT \(pkColumn) FROM \(table) WHERE \(rowKey) = ?"
         deleteSQL = "DELETE FROM \(table) WHERE \(rowKey) = ?"
-        let names = columns.map { quote($0.name) }.joined(separator: ", ")
-        let params = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+        let names = (columns.map { quote($0.name) } + mixedColumns.map { mixedTypeColumn($0) }).joined(separator: ", ")
+        let params = Array(repeating: "?", count: columns.count + mixedColumns.count).joined(separator: ", ")
         insertSQL = columns.isEmpty ? "INSERT INTO \(table) DEFAULT VALUES"
             : "INSERT INTO \(table) (\(names)) VALUES (\(params))"
+        insertWithKeySQL = columns.isEmpty ? "INSERT INTO \(table) (\(rowKey)) VALUES (?)"
+            : "INSERT INTO \(table) (\(rowKey), \(names)) VALUES (?, \(params))"
     }
 
     private var valueSQLCache: [String: String] = [:]
@@ -77,7 +98,8 @@ final class ClassInfo {
     func currentValuesSQL(_ columns: [Property]) -> String {
         let key = "S\u{1}" + columns.map(\.name).joined(separator: "\u{1}")
         if let sql = columnsSQLCache[key] { return sql }
-        let sql = "SELECT " + ([rowKey] + columns.map { quote($0.name) }).joined(separator: ", ")
+        let sql = "SELECT " + ([rowKey] + columns.map { quote($0.name) }
+                               + columns.filter { $0.type == .mixed }.map { mixedTypeColumn($0) }).joined(separator: ", ")
             + " FROM \(table) WHERE \(primaryKeyColumn) = ?"
         columnsSQLCache[key] = sql
         return sql
@@ -97,12 +119,14 @@ final class ClassInfo {
         return sql
     }
 
-    /// `UPDATE table SET a = ?, b = ? WHERE rowkey = ?`
+    /// `UPDATE table SET a = ?, b = ? WHERE rowkey = ?` (a mixed column takes two parameters:
+    /// its value, then its type).
     func updateSQL(_ columns: [Property]) -> String {
         let key = "U\u{1}" + columns.map(\.name).joined(separator: "\u{1}")
         if let sql = columnsSQLCache[key] { return sql }
-        let sql = "UPDATE \(table) SET " + columns.map { "\(quote($0.name)) = ?" }.joined(separator: ", ")
-            + " WHERE \(rowKey) = ?"
+        let sql = "UPDATE \(table) SET " + columns.map {
+            $0.type == .mixed ? "\(quote($0.name)) = ?, \(mixedTypeColumn($0)) = ?" : "\(quote($0.name)) = ?"
+        }.joined(separator: ", ") + " WHERE \(rowKey) = ?"
         columnsSQLCache[key] = sql
         return sql
     }
@@ -111,19 +135,25 @@ final class ClassInfo {
     /// lists, whose values live in their side table). Used under the store's lock.
     func valueSQL(_ p: Property) -> String {
         if let sql = valueSQLCache[p.name] { return sql }
-        let column = p.isList ? rowKey : quote(p.name)
+        let column = p.isCollection ? rowKey : p.type == .mixed ? "\(quote(p.name)), \(mixedTypeColumn(p))" : quote(p.name)
         let sql = "SELECT \(rowKey), \(column) FROM \(table) WHERE \(primaryKeyColumn) = ?"
         valueSQLCache[p.name] = sql
         return sql
     }
 
+    /// The side table of a list, set or dictionary.
     func listTable(_ p: Property) -> String { quote("\(name).\(p.name)") }
+
+
 
     func indexName(_ p: Property) -> String { quote("\(name).\(p.name).index") }
 
     /// `WHERE` clause text that finds an object by primary key.
     var primaryKeyColumn: String { primaryKey.map { quote($0.name) } ?? rowKey }
 }
+
+/// The column that holds a mixed property's value type (see `MixedType`).
+func mixedTypeColumn(_ p: Property) -> String { quote("\(p.name).type") }
 
 extension PropertyType {
     /// A SQL literal of a canonical value, for DEFAULT clauses.

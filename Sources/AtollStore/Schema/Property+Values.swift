@@ -5,7 +5,8 @@ extension Property {
     /// The value a new object gets when it leaves the property out.
     var implicitDefault: Value {
         if let defaultValue { return defaultValue }
-        if isList { return .list([]) }
+        if collection == .dictionary { return .object(Document()) }
+        if isCollection { return .list([]) }
         if isOptional { return .null }
         return type.zeroValue
     }
@@ -40,7 +41,7 @@ extension PropertyType {
         case .objectId: return .objectId(ObjectId(bytes: [UInt8](repeating: 0, count: 12))!)
         case .uuid: return .uuid(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
         case .decimal128: return .decimal(.zero)
-        case .object: return .null
+        case .object, .mixed, .linkingObjects: return .null
         }
     }
 
@@ -65,6 +66,7 @@ extension PropertyType {
         case (.decimal128, .int(let i)): return .decimal(Decimal128(i))
         case (.decimal128, .double(let d)): return Decimal128(d).map { .decimal($0) }
         case (.decimal128, .float(let f)): return Decimal128(Double(f)).map { .decimal($0) }
+        case (.mixed, _): return value
         default: return nil
         }
     }
@@ -78,6 +80,9 @@ extension PropertyType {
         case .float, .double: return "ANY"
         case .string: return "TEXT"
         case .data, .objectId, .uuid, .decimal128: return "BLOB"
+        // The value in its own type's SQL form, beside a type column (see Store+Mixed.swift).
+        case .mixed: return "ANY"
+        case .linkingObjects: return ""
         }
     }
 

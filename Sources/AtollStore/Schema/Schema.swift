@@ -4,6 +4,12 @@ public enum PropertyType: String, Sendable, CaseIterable {
     /// A link to an object of `Property.objectType` (an embedded object when that class is
     /// embedded).
     case object
+    /// Any value: null, a scalar of any type above, a link to an object of any class, or a
+    /// nested list or dictionary of such values (Realm's `AnyRealmValue`).
+    case mixed
+    /// The objects of `Property.objectType` whose property `Property.linkOriginProperty` links
+    /// to this object: computed from those links, never stored or written.
+    case linkingObjects
 
     /// Types a primary key may have.
     var canBePrimaryKey: Bool { self == .int || self == .string || self == .objectId || self == .uuid }
@@ -12,7 +18,12 @@ public enum PropertyType: String, Sendable, CaseIterable {
 /// Whether a property holds one value or a collection of them.
 public enum CollectionKind: String, Sendable {
     case single
+    /// Ordered values; duplicates allowed.
     case list
+    /// Distinct values (reads give them in insertion order).
+    case set
+    /// Values under distinct string keys (reads give them in key order).
+    case dictionary
 }
 
 /// One property of a class.
@@ -27,26 +38,46 @@ public struct Property: Hashable, Sendable {
     public var isIndexed: Bool
     /// The value given to new objects that leave the property out.
     public var defaultValue: Value?
+    /// For `.linkingObjects`: the link property of `objectType` that points here.
+    public var linkOriginProperty: String?
 
     public init(name: String, type: PropertyType, objectType: String? = nil, collection: CollectionKind = .single,
-                isOptional: Bool = false, isIndexed: Bool = false, defaultValue: Value? = nil) {
+                isOptional: Bool = false, isIndexed: Bool = false, defaultValue: Value? = nil,
+                linkOriginProperty: String? = nil) {
         self.name = name
         self.type = type
         self.objectType = objectType
-        self.collection = collection
-        self.isOptional = isOptional || (type == .object && collection == .single)
+        self.collection = type == .linkingObjects ? .single : collection
+        // To-one links, mixed values and dictionaries of links may always be null.
+        self.isOptional = isOptional || type == .mixed
+            || (type == .object && (collection == .single || collection == .dictionary))
         self.isIndexed = isIndexed
         self.defaultValue = defaultValue
+        self.linkOriginProperty = linkOriginProperty
     }
 
+    /// A list, set or dictionary: stored in a side table.
+    public var isCollection: Bool { collection != .single }
     public var isList: Bool { collection == .list }
     public var isLink: Bool { type == .object }
+    /// Computed from other objects' links (`linkingObjects`): not stored, not written.
+    public var isComputed: Bool { type == .linkingObjects }
 
-    /// The Realm JS short notation: "int?", "string[]", "Person?", "Toy[]".
+    /// The Realm JS short notation: "int?", "string[]", "Person?", "Toy[]", "int<>", "mixed{}",
+    /// "linkingObjects<Person.dogs>".
     public var typeName: String {
+        if type == .linkingObjects { return "linkingObjects<\(objectType ?? "").\(linkOriginProperty ?? "")>" }
         let base = type == .object ? (objectType ?? "") : type.rawValue
-        let optional = isOptional && !(type == .object && collection == .list) ? "?" : ""
-        return base + optional + (collection == .list ? "[]" : "")
+        let implicit = type == .mixed || (type == .object && collection != .single)
+        let optional = isOptional && !implicit ? "?" : ""
+        let suffix: String
+        switch collection {
+        case .single: suffix = ""
+        case .list: suffix = "[]"
+        case .set: suffix = "<>"
+        case .dictionary: suffix = "{}"
+        }
+        return base + optional + suffix
     }
 }
 
@@ -105,24 +136,38 @@ public struct Schema: Hashable, Sendable {
                     }
                     throw AtollError(.schema, "property '\(at)' is defined twice")
                 }
-                if p.type == .object {
+                if p.type == .linkingObjects {
+                    try validateBacklink(p, of: cls)
+                } else if p.type == .object {
                     guard let target = p.objectType, let targetClass = self[target] else {
                         throw AtollError(.schema, "property '\(at)' links to class '\(p.objectType ?? "")', which is not in the schema")
                     }
-                    if p.isList, p.isOptional {
-                        throw AtollError(.schema, "property '\(at)': lists of objects cannot hold null")
+                    if (p.isList || p.collection == .set), p.isOptional {
+                        throw AtollError(.schema, "property '\(at)': lists and sets of objects cannot hold null")
+                    }
+                    if p.collection == .set, targetClass.isEmbedded {
+                        throw AtollError(.schema, "property '\(at)': sets cannot hold embedded objects ('\(target)' is embedded)")
                     }
                     if p.isIndexed { throw AtollError(.schema, "property '\(at)': links cannot be indexed") }
                     if p.defaultValue != nil, p.defaultValue != .null {
                         throw AtollError(.schema, "property '\(at)': links cannot have a default")
                     }
-                    _ = targetClass
                 } else if p.objectType != nil {
                     throw AtollError(.schema, "property '\(at)' of type \(p.type.rawValue) cannot have an objectType")
                 }
+                if p.isIndexed, p.isCollection {
+                    throw AtollError(.schema, "property '\(at)': only single values can be indexed, not a \(p.collection.rawValue)")
+                }
                 if let d = p.defaultValue, p.type != .object {
-                    do { _ = try p.coerce(d, className: cls.name) } catch let e as AtollError {
-                        throw AtollError(.schema, "default of '\(at)': \(e.message)")
+                    guard !p.isCollection, !p.isComputed else {
+                        throw AtollError(.schema, "property '\(at)': a \(p.isComputed ? "linkingObjects property" : p.collection.rawValue) cannot have a default")
+                    }
+                    if p.type == .mixed {
+                        guard d.isScalar else { throw AtollError(.schema, "default of '\(at)': a mixed default must be a single value") }
+                    } else {
+                        do { _ = try p.coerce(d, className: cls.name) } catch let e as AtollError {
+                            throw AtollError(.schema, "default of '\(at)': \(e.message)")
+                        }
                     }
                 }
             }
@@ -140,6 +185,23 @@ public struct Schema: Hashable, Sendable {
                     throw AtollError(.schema, "primary key '\(cls.name).\(pk)' cannot be optional")
                 }
             }
+        }
+    }
+
+    /// A `linkingObjects` property must name a link property of its class that points back.
+    private func validateBacklink(_ p: Property, of cls: ObjectSchema) throws {
+        let at = "\(cls.name).\(p.name)"
+        guard let sourceName = p.objectType, let source = self[sourceName] else {
+            throw AtollError(.schema, "property '\(at)': linkingObjects from class '\(p.objectType ?? "")', which is not in the schema")
+        }
+        guard let originName = p.linkOriginProperty, let origin = source[property: originName] else {
+            throw AtollError(.schema, "property '\(at)': class '\(sourceName)' has no property '\(p.linkOriginProperty ?? "")' to link back through")
+        }
+        guard origin.type == .object, origin.objectType == cls.name else {
+            throw AtollError(.schema, "property '\(at)': '\(sourceName).\(originName)' is \(origin.typeName), not a link to '\(cls.name)'")
+        }
+        if p.isIndexed || p.defaultValue != nil {
+            throw AtollError(.schema, "property '\(at)': linkingObjects properties cannot be indexed or have a default")
         }
     }
 

@@ -107,10 +107,16 @@ extension Store {
                     var reader = BinaryReader(ps.blob(6))
                     defaultValue = try reader.value()
                 }
+                var objectType = ps.isNull(2) ? nil : ps.string(2)
+                var origin: String?
+                if type == .linkingObjects, let o = objectType, let dot = o.firstIndex(of: ".") {
+                    objectType = String(o[..<dot])
+                    origin = String(o[o.index(after: dot)...])
+                }
                 classes[i].properties.append(Property(
-                    name: ps.string(0), type: type, objectType: ps.isNull(2) ? nil : ps.string(2),
+                    name: ps.string(0), type: type, objectType: objectType,
                     collection: collection, isOptional: ps.int64(4) != 0, isIndexed: ps.int64(5) != 0,
-                    defaultValue: defaultValue))
+                    defaultValue: defaultValue, linkOriginProperty: origin))
             }
         }
         ps.reset()
@@ -130,7 +136,9 @@ extension Store {
             for (j, p) in cls.properties.enumerated() {
                 ps.reset()
                 ps.bind(1, cls.name); ps.bind(2, p.name); ps.bind(3, Int64(j)); ps.bind(4, p.type.rawValue)
-                if let o = p.objectType { ps.bind(5, o) } else { ps.bindNull(5) }
+                // A linkingObjects property keeps its origin as "Class.property" (class names
+                // have no '.').
+                if let o = p.objectType { ps.bind(5, p.isComputed ? "\(o).\(p.linkOriginProperty ?? "")" : o) } else { ps.bindNull(5) }
                 ps.bind(6, p.collection.rawValue)
                 ps.bind(7, Int64(p.isOptional ? 1 : 0)); ps.bind(8, Int64(p.isIndexed ? 1 : 0))
                 if let d = p.defaultValue {
@@ -186,6 +194,15 @@ extension Store {
                 problems.append("class '\(cls.name)' changed from \(before.isEmbedded ? "embedded" : "top-level") to \(cls.isEmbedded ? "embedded" : "top-level")")
             }
             for p in cls.properties {
+                if p.isComputed, before[property: p.name].map({ $0 != p }) ?? true {
+                    // Computed from links, never stored: free to add or change.
+                    if let q = before[property: p.name], !q.isComputed {
+                        problems.append("property '\(cls.name).\(p.name)' changed type from \(q.typeName) to \(p.typeName)")
+                    } else {
+                        plan.descriptions.append("property '\(cls.name).\(p.name)' (\(p.typeName)) added or changed")
+                    }
+                    continue
+                }
                 guard let q = before[property: p.name] else {
                     plan.steps += addProperty(p, to: cls)
                     plan.descriptions.append("property '\(cls.name).\(p.name)' added")
@@ -204,7 +221,11 @@ extension Store {
                 }
             }
             for q in before.properties where cls[property: q.name] == nil {
-                problems.append("property '\(cls.name).\(q.name)' was removed")
+                if q.isComputed {
+                    plan.descriptions.append("property '\(cls.name).\(q.name)' (\(q.typeName)) removed")
+                } else {
+                    problems.append("property '\(cls.name).\(q.name)' was removed")
+                }
             }
         }
         if !problems.isEmpty {
@@ -217,6 +238,13 @@ extension Store {
 
     private func columnDefinition(_ p: Property, _ info: ClassInfo) -> String {
         if p.type == .object { return "\(quote(p.name)) INTEGER" }
+        if p.type == .mixed {
+            // The value and its type tag (see Store+Mixed.swift); a scalar default gives both.
+            guard let d = p.defaultValue, let type = d.scalarType else {
+                return "\(quote(p.name)) ANY, \(mixedTypeColumn(p)) TEXT"
+            }
+            return "\(quote(p.name)) ANY DEFAULT \(type.sqlLiteral(d)), \(mixedTypeColumn(p)) TEXT DEFAULT '\(type.rawValue)'"
+        }
         if info.primaryKeyIsRowKey, p.name == info.primaryKey?.name { return "\(quote(p.name)) INTEGER PRIMARY KEY" }
         if p.name == info.primaryKey?.name { return "\(quote(p.name)) \(p.type.sqlType) NOT NULL UNIQUE" }
         if p.isOptional {
@@ -238,17 +266,25 @@ extension Store {
 
     private func addProperty(_ p: Property, to cls: ObjectSchema) -> [String] {
         let info = ClassInfo(cls)
+        if p.isComputed { return [] }
         var steps = [String]()
-        if !p.isList { steps.append("ALTER TABLE \(info.table) ADD COLUMN \(columnDefinition(p, info))") }
+        if !p.isCollection {
+            // A mixed property is two columns: one ADD COLUMN each.
+            let definitions = p.type == .mixed ? columnDefinition(p, info).components(separatedBy: ", ") : [columnDefinition(p, info)]
+            for d in definitions { steps.append("ALTER TABLE \(info.table) ADD COLUMN \(d)") }
+        }
         return steps + sideStructures(p, info)
     }
 
     /// Indexes, and the side table of a list.
     private func sideStructures(_ p: Property, _ info: ClassInfo) -> [String] {
-        if p.isList {
+        if p.isComputed { return [] }
+        if p.isCollection {
             let table = info.listTable(p)
-            let valueType = p.type.sqlType + (p.isOptional ? "" : " NOT NULL")
-            var steps = ["CREATE TABLE \(table) (owner INTEGER NOT NULL, position INTEGER NOT NULL, value \(valueType), PRIMARY KEY (owner, position)) STRICT, WITHOUT ROWID"]
+            let valueType = p.type.sqlType + (p.isOptional ? "" : " NOT NULL") + (p.type == .mixed ? ", type TEXT" : "")
+            let key = p.collection == .dictionary ? "key TEXT NOT NULL" : "position INTEGER NOT NULL"
+            let keyName = p.collection == .dictionary ? "key" : "position"
+            var steps = ["CREATE TABLE \(table) (owner INTEGER NOT NULL, \(key), value \(valueType), PRIMARY KEY (owner, \(keyName))) STRICT, WITHOUT ROWID"]
             if p.type == .object || p.isIndexed {
                 steps.append("CREATE INDEX \(quote("\(info.name).\(p.name).value")) ON \(table) (value)")
             }

@@ -27,6 +27,14 @@ public enum Value: Hashable, Sendable {
 
     public var isNull: Bool { if case .null = self { return true } else { return false } }
 
+    /// Whether this is a single value: not a link, list or object.
+    public var isScalar: Bool {
+        switch self {
+        case .link, .list, .object: return false
+        default: return true
+        }
+    }
+
     /// A short name of the value's kind, for messages ("string", "int", ...).
     public var kindName: String {
         switch self {
