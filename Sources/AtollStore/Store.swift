@@ -157,6 +157,9 @@ public final class Store: @unchecked Sendable {
         try locked { _ in try body() }
     }
 
+    /// The class's layout, or nil when the schema has no such class.
+    func classInfo(ifExists name: String) -> ClassInfo? { classes[name] }
+
     func classInfo(_ name: String) throws -> ClassInfo {
         guard let info = classes[name] else {
             throw AtollError(.noSuchClass, "no class named '\(name)' in the schema")

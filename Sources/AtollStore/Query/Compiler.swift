@@ -11,6 +11,21 @@ struct CompiledQuery {
     var parameters: [SQLValue]
 }
 
+/// A value a key path leads to: its SQL expression, the expression of its type tag for mixed
+/// values, and the property that gives its type (a pseudo-property for counts, aggregates,
+/// dictionary keys and `@type`).
+struct Operand {
+    var expr: String
+    var type: String?
+    var property: Property
+
+    init(_ expr: String, type: String? = nil, _ property: Property) {
+        self.expr = expr
+        self.type = type
+        self.property = property
+    }
+}
+
 /// Compiles parsed queries to SQL. Never splices user text into SQL: constants become numbered
 /// parameters; property names come from the schema and are quoted.
 final class QueryCompiler {
@@ -20,6 +35,8 @@ final class QueryCompiler {
     private let arguments: [Value]
     private var parameters: [SQLValue] = []
     private var aliasCounter = 0
+    /// The variables of the SUBQUERYs being compiled.
+    private var variables: [String: Binding] = [:]
 
     init(store: Store, conn: Connection, root: ClassInfo, arguments: [Value]) {
         self.store = store
@@ -40,6 +57,33 @@ final class QueryCompiler {
         }
     }
 
+    /// What a SUBQUERY variable stands for: an object of a collection of links, or a value of a
+    /// collection of values.
+    enum Binding {
+        case object(Scope)
+        case value(Operand)
+    }
+
+    /// The elements of a to-many key path step (a list, set, dictionary or backlinks), as the
+    /// FROM and correlation of a subquery.
+    struct ToMany {
+        var from: String
+        var match: String
+        /// The element as a value (a link as its row key; a dictionary's value).
+        var element: Operand
+        /// The element as an object, for collections of links and backlinks.
+        var object: Scope?
+        /// A dictionary's keys.
+        var keys: Operand?
+        var count = "count(*)"
+        var what: String
+
+        func sql(_ select: String, _ condition: String?) -> String {
+            let joins = object.map { ([from] + $0.joins).joined(separator: " ") } ?? from
+            return "(SELECT \(select) \(joins) WHERE \(match)\(condition.map { " AND \($0)" } ?? ""))"
+        }
+    }
+
     func compile(_ query: Query) throws -> CompiledQuery {
         let scope = Scope(alias: "t", info: root)
         var condition = try predicate(query.predicate, scope)
@@ -56,15 +100,15 @@ final class QueryCompiler {
                 // A later SORT takes precedence; earlier ones break its ties.
                 var terms = [String]()
                 for key in keys {
-                    let (expr, p) = try scalar(key.path, scope, position: key.position, for: "SORT")
-                    if p.type == .object, store.embeddedTarget(p) != nil {
-                        throw AtollError(.queryInvalid, "cannot sort by embedded object '\(key.path.joined(separator: "."))'")
+                    let operand = try scalar(key.path, scope, position: key.position, for: "SORT")
+                    if operand.property.type == .object, store.embeddedTarget(operand.property) != nil {
+                        throw AtollError(.queryInvalid, "cannot sort by embedded object '\(pathText(key.path))'")
                     }
-                    terms.append(expr + (key.ascending ? " ASC" : " DESC"))
+                    terms.append(operand.expr + (key.ascending ? " ASC" : " DESC"))
                 }
                 order = terms + order
             case .distinct(let keys):
-                let exprs = try keys.map { try scalar($0.path, scope, position: $0.position, for: "DISTINCT").0 }
+                let exprs = try keys.map { try scalar($0.path, scope, position: $0.position, for: "DISTINCT").expr }
                 condition = "t.\(root.rowKey) IN (SELECT rk FROM (SELECT t.\(root.rowKey) AS rk, row_number() OVER (PARTITION BY \(exprs.joined(separator: ", ")) ORDER BY \(orderTerms(order))) AS rn \(from(scope)) WHERE \(condition)) WHERE rn = 1)"
             case .limit(let l):
                 limit = l
@@ -113,128 +157,432 @@ final class QueryCompiler {
         case .constant(let v): return v
         case .argument(let n, let position): return try argument(n, position: position)
         case .list(let items): return .list(try items.map { try constant($0) ?? .null })
-        case .keyPath: return nil
+        case .keyPath, .subquery: return nil
+        }
+    }
+
+    private func isPath(_ e: Expression) -> Bool {
+        switch e {
+        case .keyPath, .subquery: return true
+        default: return false
         }
     }
 
     private func comparison(_ c: Comparison, _ scope: Scope) throws -> String {
         var c = c
+        // `{a, b} IN list` (and `==`): with ANY (the default), one of the values is in the
+        // list; with ALL, every one; with NONE, none.
+        if c.op == .in || c.op == .equal, case .keyPath(let path, let position) = c.right,
+           case .list(let values)? = try constant(c.left) {
+            let each = try values.map { v in
+                try keyPathPredicate(path, position: position, scope, quantifier: .any) { try self.compare($0, .equal, v, c, path: path) }
+            }
+            guard !each.isEmpty else { return c.quantifier == .all ? "1" : (c.quantifier == Quantifier.none ? "1" : "0") }
+            switch c.quantifier ?? .any {
+            case .any: return "(" + each.joined(separator: " OR ") + ")"
+            case .all: return "(" + each.joined(separator: " AND ") + ")"
+            case .none: return "NOT (" + each.joined(separator: " OR ") + ")"
+            }
+        }
         // Put the key path on the left: `5 < age` is `age > 5` (`v IN list` is handled below).
-        if c.op != .in, case .keyPath = c.right, try constant(c.left) != nil {
+        if c.op != .in, isPath(c.right), try constant(c.left) != nil {
             guard c.quantifier == nil, let flipped = c.op.flipped else {
                 throw AtollError(.queryInvalid, "the operator \(c.op.rawValue) needs the property on its left, at position \(c.position)")
             }
             (c.left, c.right, c.op) = (c.right, c.left, flipped)
         }
+        if case .subquery(let sq) = c.left {
+            guard c.quantifier == nil, let value = try constant(c.right) else {
+                throw AtollError(.queryInvalid, "a SUBQUERY's count compares with a number, at position \(c.position)")
+            }
+            let count = Operand(try subqueryCount(sq, scope), Self.countProperty)
+            return try compare(count, c.op, value, c, path: [.operation("SUBQUERY")])
+        }
         // `'x' IN tags`: the value is in the list property: ANY tags == 'x'.
         guard case .keyPath(let path, let position) = c.left else {
             if c.op == .in, case .keyPath(let path, let position) = c.right, let v = try constant(c.left) {
-                return try keyPathPredicate(path, position: position, scope, quantifier: c.quantifier ?? .any) { expr, p in
-                    try self.compare(expr, p, .equal, v, c, path: path)
+                return try keyPathPredicate(path, position: position, scope, quantifier: c.quantifier ?? .any) {
+                    try self.compare($0, .equal, v, c, path: path)
                 }
             }
             throw AtollError(.queryInvalid, "a comparison needs a property, at position \(c.position)")
         }
         if case .keyPath(let rightPath, let rightPosition) = c.right {
-            return try keyPathPredicate(path, position: position, scope, quantifier: c.quantifier) { expr, p in
-                let (rexpr, rp) = try self.scalar(rightPath, scope, position: rightPosition, for: "a comparison")
-                return try self.compareColumns(expr, p, c.op, rexpr, rp, c)
+            return try keyPathPredicate(path, position: position, scope, quantifier: c.quantifier) { left in
+                let right = try self.scalar(rightPath, scope, position: rightPosition, for: "a comparison")
+                return try self.compareColumns(left, c.op, right, c)
+            }
+        }
+        if case .subquery(let sq) = c.right {
+            let count = Operand(try subqueryCount(sq, scope), Self.countProperty)
+            return try keyPathPredicate(path, position: position, scope, quantifier: c.quantifier) { left in
+                try self.compareColumns(left, c.op, count, c)
             }
         }
         guard let value = try constant(c.right) else {
             throw AtollError(.queryInvalid, "cannot compare at position \(c.position)")
         }
-        return try keyPathPredicate(path, position: position, scope, quantifier: c.quantifier) { expr, p in
-            try self.compare(expr, p, c.op, value, c, path: path)
+        return try keyPathPredicate(path, position: position, scope, quantifier: c.quantifier) {
+            try self.compare($0, c.op, value, c, path: path)
         }
     }
 
-    /// A pseudo-property for `@count` and `@size`.
+    /// Pseudo-properties: counts (`@count`, `@size`, SUBQUERY counts), dictionary keys, type tags.
     private static let countProperty = Property(name: "@count", type: .int)
+    private static let keysProperty = Property(name: "@keys", type: .string)
+    private static let typeProperty = Property(name: "@type", type: .string)
 
-    /// Compiles `path` from `scope` down to a single value and hands its SQL expression and
-    /// property to `build`. Paths through lists become EXISTS subqueries, quantified.
-    private func keyPathPredicate(_ path: [String], position: Int, _ scope: Scope, quantifier: Quantifier?,
-                                  build: (String, Property) throws -> String) throws -> String {
+    // MARK: - Key paths
+
+    /// Compiles `path` from `scope` down to single values and hands each to `build`. Paths
+    /// through lists, sets, dictionaries and backlinks become subqueries, quantified.
+    private func keyPathPredicate(_ path: [PathPart], position: Int, _ start: Scope, quantifier: Quantifier?,
+                                  build: (Operand) throws -> String) throws -> String {
+        var scope = start
         var info = scope.info
         var alias = scope.alias
         var prefix = ""
-        for (k, name) in path.enumerated() {
-            let isLast = k == path.count - 1
-            if name.hasPrefix("@") {
-                throw AtollError(.queryInvalid, "'\(name)' must follow a list or string property, at position \(position)")
+        var k = 0
+        func invalid(_ message: String) -> AtollError {
+            AtollError(.queryInvalid, "\(message) (in '\(pathText(path))' at position \(position))")
+        }
+        if case .variable(let name) = path.first {
+            guard let binding = variables[name] else { throw invalid("unknown variable $\(name)") }
+            switch binding {
+            case .value(let operand):
+                return try valuePath(operand, Array(path.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
+            case .object(let s):
+                scope = s
+                info = s.info
+                alias = s.alias
+                prefix = "$" + name
+                if path.count == 1 {
+                    let me = Property(name: "$" + name, type: .object, objectType: info.name)
+                    return try quantified(quantifier, position: position, path: path, build(Operand("\(alias).\(info.rowKey)", me)))
+                }
             }
-            guard let p = info.schema[property: name] else {
-                throw AtollError(.queryInvalid, "class '\(info.name)' has no property '\(name)' (in '\(path.joined(separator: "."))' at position \(position))")
-            }
-            let next = isLast ? nil : path[k + 1]
-            if p.isList {
-                let side = alias + "_l\(nextAlias())"
-                let ownerMatch = "\(side).owner = \(alias).\(info.rowKey)"
-                if next == "@count" || next == "@size" {
-                    guard k + 2 == path.count else {
-                        throw AtollError(.queryInvalid, "nothing may follow '\(next!)' in '\(path.joined(separator: "."))'")
+            k = 1
+        }
+        while k < path.count {
+            let rest = Array(path[(k + 1)...])
+            switch path[k] {
+            case .operation("@links"):
+                if rest == [.operation("@count")] || rest == [.operation("@size")] {
+                    return try quantified(quantifier, position: position, path: path, build(Operand(allBacklinksCount(info, alias), Self.countProperty)))
+                }
+                guard rest.count >= 2, case .name(let source) = rest[0], case .name(let origin) = rest[1] else {
+                    throw invalid("@links needs a class and a property: @links.Class.property")
+                }
+                let many = try backlinks(source, origin, info, alias)
+                return try toManyPredicate(many, Array(rest.dropFirst(2)), position: position, path: path, quantifier: quantifier, build: build)
+            case .operation(let op):
+                throw invalid("'\(op)' must follow a collection\(op == "@type" ? " element or a mixed property" : "")")
+            case .key, .index, .all:
+                throw invalid("'\(path[k])' must follow a list, dictionary or mixed property")
+            case .variable(let v):
+                throw invalid("the variable $\(v) must start the key path")
+            case .name(let name):
+                guard let p = info.schema[property: name] else {
+                    throw invalid("class '\(info.name)' has no property '\(name)'")
+                }
+                if p.isComputed {
+                    let many = try backlinks(p.objectType ?? "", p.linkOriginProperty ?? "", info, alias)
+                    return try toManyPredicate(many, rest, position: position, path: path, quantifier: quantifier, build: build)
+                }
+                if p.isCollection {
+                    // One element, by dictionary key or list index: a to-one join.
+                    if let element = try elementJoin(p, rest.first, info, alias, scope, prefix: prefix + "." + name) {
+                        if p.type == .object, let target = store.classInfo(ifExists: p.objectType!), rest.count > 1 {
+                            let (joined, _) = join(scope, prefix: prefix + "." + name + "." + rest[0].description, target,
+                                                   on: element.expr)
+                            alias = joined
+                            info = target
+                            prefix += "." + name + "." + rest[0].description
+                            k += 2
+                            continue
+                        }
+                        return try valuePath(element, Array(rest.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
                     }
-                    let expr = "(SELECT count(*) FROM \(info.listTable(p)) AS \(side) WHERE \(ownerMatch))"
-                    return try quantified(nil, position: position, path: path, build(expr, Self.countProperty))
+                    let many = try collection(p, info, alias)
+                    return try toManyPredicate(many, rest, position: position, path: path, quantifier: quantifier, build: build)
                 }
-                var sub: Scope
-                var fromSQL = "FROM \(info.listTable(p)) AS \(side)"
-                let inner: String
-                if p.type == .object {
-                    let target = try store.classInfo(p.objectType!)
-                    let objectAlias = side + "o"
-                    fromSQL += " JOIN \(target.table) AS \(objectAlias) ON \(objectAlias).\(target.rowKey) = \(side).value"
-                    sub = Scope(alias: objectAlias, info: target)
-                    if isLast {
-                        inner = try build("\(side).value", p)
-                    } else {
-                        inner = try keyPathPredicate(Array(path[(k + 1)...]), position: position, sub, quantifier: nil, build: build)
-                    }
-                } else {
-                    guard isLast else {
-                        throw AtollError(.queryInvalid, "'\(info.name).\(name)' is a list of \(p.type.rawValue); '\(next!)' cannot follow it")
-                    }
-                    sub = Scope(alias: side, info: info)
-                    inner = try build("\(side).value", p)
+                let column = Operand("\(alias).\(quote(p.name))", type: p.type == .mixed ? "\(alias).\(mixedTypeColumn(p))" : nil, p)
+                if p.type != .object || rest.isEmpty || rest.first.map(isOperation) == true {
+                    return try valuePath(column, rest, position: position, path: path, quantifier: quantifier, build: build)
                 }
-                let subFrom = ([fromSQL] + sub.joins).joined(separator: " ")
-                switch quantifier ?? .any {
-                case .any: return "EXISTS (SELECT 1 \(subFrom) WHERE \(ownerMatch) AND \(inner))"
-                case .none: return "NOT EXISTS (SELECT 1 \(subFrom) WHERE \(ownerMatch) AND \(inner))"
-                case .all: return "NOT EXISTS (SELECT 1 \(subFrom) WHERE \(ownerMatch) AND NOT coalesce(\(inner), 0))"
-                }
+                // A to-one link (or embedded object): join it once per path prefix in this scope.
+                let target = try store.classInfo(p.objectType!)
+                prefix += "." + name
+                alias = join(scope, prefix: prefix, target, on: column.expr).0
+                info = target
             }
-            let column = "\(alias).\(quote(p.name))"
-            if isLast { return try quantified(quantifier, position: position, path: path, build(column, p)) }
-            if next == "@size" || next == "@count" {
-                guard k + 2 == path.count, p.type == .string || p.type == .data else {
-                    throw AtollError(.queryInvalid, "'\(next!)' needs a list, string or data property; '\(info.name).\(name)' is \(p.typeName)")
-                }
-                return try quantified(quantifier, position: position, path: path, build("length(\(column))", Self.countProperty))
-            }
-            guard p.type == .object, let targetName = p.objectType else {
-                throw AtollError(.queryInvalid, "'\(info.name).\(name)' is \(p.typeName), not a link; '\(next!)' cannot follow it (at position \(position))")
-            }
-            // A to-one link (or embedded object): join it once per path prefix in this scope.
-            let target = try store.classInfo(targetName)
-            prefix += (prefix.isEmpty ? "" : ".") + name
-            if let known = scope.joinAliases[prefix] {
-                alias = known
-            } else {
-                let joined = "\(scope.alias)_j\(nextAlias())"
-                scope.joins.append("LEFT JOIN \(target.table) AS \(joined) ON \(joined).\(target.rowKey) = \(alias).\(quote(p.name))")
-                scope.joinAliases[prefix] = joined
-                alias = joined
-            }
-            info = target
+            k += 1
         }
         throw AtollError(.queryInvalid, "empty key path at position \(position)")
     }
 
-    private func quantified(_ q: Quantifier?, position: Int, path: [String], _ sql: String) throws -> String {
+    private func isOperation(_ part: PathPart) -> Bool {
+        if case .operation = part { return true }
+        return false
+    }
+
+    /// `LEFT JOIN target AS x ON x.rowkey = <on>` in `scope`, once per path prefix.
+    private func join(_ scope: Scope, prefix: String, _ target: ClassInfo, on: String) -> (String, Bool) {
+        if let known = scope.joinAliases[prefix] { return (known, false) }
+        let joined = "\(scope.alias)_j\(nextAlias())"
+        scope.joins.append("LEFT JOIN \(target.table) AS \(joined) ON \(joined).\(target.rowKey) = \(on)")
+        scope.joinAliases[prefix] = joined
+        return (joined, true)
+    }
+
+    /// One element of a collection property as a to-one join, when `next` picks one: a
+    /// dictionary key (`dict['k']`, `dict.k`) or a list index (`list[0]`, `list[LAST]`).
+    private func elementJoin(_ p: Property, _ next: PathPart?, _ info: ClassInfo, _ alias: String, _ scope: Scope,
+                             prefix: String) throws -> Operand? {
+        let table = info.listTable(p)
+        let condition: String
+        switch (p.collection, next) {
+        case (.dictionary, .key(let key)?), (.dictionary, .name(let key)?):
+            condition = "key = \(parameter(.text(key)))"
+        case (.list, .index(let i)?):
+            let position = "(SELECT position FROM \(table) WHERE owner = \(alias).\(info.rowKey) ORDER BY position \(i < 0 ? "DESC" : "ASC") LIMIT 1 OFFSET \(i < 0 ? -i - 1 : i))"
+            condition = "position = \(position)"
+        case (_, .index?), (_, .key?):
+            throw AtollError(.queryInvalid, "'\(info.name).\(p.name)' is a \(p.collection.rawValue); '\(next!)' does not apply to it")
+        default:
+            return nil
+        }
+        let key = prefix + "[" + (next?.description ?? "") + "]"
+        let side: String
+        if let known = scope.joinAliases[key] {
+            side = known
+        } else {
+            side = "\(scope.alias)_e\(nextAlias())"
+            scope.joins.append("LEFT JOIN \(table) AS \(side) ON \(side).owner = \(alias).\(info.rowKey) AND \(side).\(condition)")
+            scope.joinAliases[key] = side
+        }
+        return Operand("\(side).value", type: p.type == .mixed ? "\(side).type" : nil, p)
+    }
+
+    /// The rest of a key path after a single value: nothing, `@type` and subscripts of a
+    /// mixed value, `@size` of a string.
+    private func valuePath(_ operand: Operand, _ rest: [PathPart], position: Int, path: [PathPart], quantifier: Quantifier?,
+                           build: (Operand) throws -> String) throws -> String {
+        guard let next = rest.first else { return try quantified(quantifier, position: position, path: path, build(operand)) }
+        let p = operand.property
+        func invalid(_ message: String) -> AtollError {
+            AtollError(.queryInvalid, "\(message) (in '\(pathText(path))' at position \(position))")
+        }
+        if let type = operand.type {
+            switch next {
+            case .operation("@type"):
+                guard rest.count == 1 else { throw invalid("nothing may follow '@type'") }
+                return try quantified(quantifier, position: position, path: path, build(Operand(type, Self.typeProperty)))
+            case .operation("@size"), .operation("@count"):
+                guard rest.count == 1 else { throw invalid("nothing may follow '\(next)'") }
+                return try quantified(quantifier, position: position, path: path,
+                                      build(Operand("atoll_mixed_size(\(operand.expr), \(type))", Self.countProperty)))
+            case .key(let key), .name(let key):
+                let k = parameter(.text(key))
+                let element = Operand("atoll_mixed_get(\(operand.expr), \(type), \(k))", type: "atoll_mixed_type(\(operand.expr), \(type), \(k))", p)
+                return try valuePath(element, Array(rest.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
+            case .index(let i):
+                let element = Operand("atoll_mixed_get(\(operand.expr), \(type), \(i))", type: "atoll_mixed_type(\(operand.expr), \(type), \(i))", p)
+                return try valuePath(element, Array(rest.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
+            case .all:
+                // Every element of a nested list or dictionary, by index.
+                let n = "n\(nextAlias())"
+                let element = Operand("atoll_mixed_get(\(operand.expr), \(type), \(n).i)", type: "atoll_mixed_type(\(operand.expr), \(type), \(n).i)", p)
+                let inner = try valuePath(element, Array(rest.dropFirst()), position: position, path: path, quantifier: nil, build: build)
+                let elements = "WITH RECURSIVE \(n)(i) AS (SELECT 0 WHERE atoll_mixed_size(\(operand.expr), \(type)) > 0 UNION ALL SELECT i + 1 FROM \(n) WHERE i + 1 < atoll_mixed_size(\(operand.expr), \(type))) SELECT 1 FROM \(n)"
+                switch quantifier ?? .any {
+                case .any: return "EXISTS (\(elements) WHERE \(inner))"
+                case .none: return "NOT EXISTS (\(elements) WHERE \(inner))"
+                case .all: return "NOT EXISTS (\(elements) WHERE NOT coalesce(\(inner), 0))"
+                }
+            default:
+                throw invalid("'\(next)' does not apply to a mixed value")
+            }
+        }
+        switch next {
+        case .operation("@size"), .operation("@count"):
+            guard rest.count == 1, p.type == .string || p.type == .data else {
+                throw invalid("'\(next)' needs a list, set, dictionary, string or data property; '\(p.name)' is \(p.typeName)")
+            }
+            return try quantified(quantifier, position: position, path: path, build(Operand("length(\(operand.expr))", Self.countProperty)))
+        case .operation("@type"):
+            throw invalid("'@type' needs a mixed property; '\(p.name)' is \(p.typeName)")
+        default:
+            throw invalid("'\(p.name)' is \(p.typeName), not a link; '\(next)' cannot follow it")
+        }
+    }
+
+    /// The rest of a key path after a to-many step: its elements quantified (ANY by default),
+    /// their count, an aggregate, a dictionary's keys or values, or a path into the elements.
+    private func toManyPredicate(_ many: ToMany, _ rest: [PathPart], position: Int, path: [PathPart], quantifier: Quantifier?,
+                                 build: (Operand) throws -> String) throws -> String {
+        func invalid(_ message: String) -> AtollError {
+            AtollError(.queryInvalid, "\(message) (in '\(pathText(path))' at position \(position))")
+        }
+        func quantify(_ inner: String) -> String {
+            switch quantifier ?? .any {
+            case .any: return "EXISTS \(many.sql("1", inner))"
+            case .none: return "NOT EXISTS \(many.sql("1", inner))"
+            case .all: return "NOT EXISTS \(many.sql("1", "NOT coalesce(\(inner), 0)"))"
+            }
+        }
+        var rest = rest
+        if rest.first == .all { rest.removeFirst() }
+        guard let next = rest.first else { return quantify(try build(many.element)) }
+        switch next {
+        case .operation("@count"), .operation("@size"):
+            guard rest.count == 1 else { throw invalid("nothing may follow '\(next)'") }
+            return try quantified(quantifier, position: position, path: path, build(Operand(many.sql(many.count, nil), Self.countProperty)))
+        case .operation(let op) where ["@sum", "@avg", "@min", "@max"].contains(op):
+            let values: Operand
+            if let object = many.object {
+                guard rest.count >= 2 else { throw invalid("'\(op)' over \(many.what) needs a property: '\(op).property'") }
+                values = try scalar(Array(rest.dropFirst()), object, position: position, for: op)
+            } else {
+                guard rest.count == 1 else { throw invalid("nothing may follow '\(op)' over \(many.what)") }
+                values = many.element
+            }
+            let (expr, result) = try aggregate(op, values, invalid)
+            return try quantified(quantifier, position: position, path: path, build(Operand(many.sql(expr, nil), result)))
+        case .operation("@keys"):
+            guard let keys = many.keys else { throw invalid("'@keys' needs a dictionary") }
+            guard rest.count == 1 else { throw invalid("nothing may follow '@keys'") }
+            return quantify(try build(keys))
+        case .operation("@values"):
+            guard many.keys != nil else { throw invalid("'@values' needs a dictionary") }
+            return try toManyPredicate(many, Array(rest.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
+        default:
+            if let object = many.object {
+                return quantify(try keyPathPredicate(rest, position: position, object, quantifier: nil, build: build))
+            }
+            return quantify(try valuePath(many.element, rest, position: position, path: path, quantifier: nil, build: build))
+        }
+    }
+
+    /// `sum`, `avg`, `min`, `max` of values, with the property that types the result. Empty
+    /// collections: `@sum` is 0, the others null. Mixed values: their numbers.
+    private func aggregate(_ op: String, _ values: Operand, _ invalid: (String) -> AtollError) throws -> (String, Property) {
+        let p = values.property
+        var expr = values.expr
+        var type = p.type
+        if let tag = values.type {
+            guard op != "@min", op != "@max" else {
+                expr = "CASE WHEN \(tag) IN ('int', 'float', 'double') AND typeof(\(expr)) != 'blob' THEN \(expr) END"
+                return (op == "@min" ? "min(\(expr))" : "max(\(expr))", Property(name: op, type: .double, isOptional: true))
+            }
+            expr = "CASE WHEN \(tag) IN ('int', 'float', 'double') AND typeof(\(expr)) != 'blob' THEN \(expr) END"
+            type = .double
+        }
+        let numeric: Set<PropertyType> = [.int, .float, .double, .mixed]
+        switch op {
+        case "@sum", "@avg":
+            guard numeric.contains(p.type) else {
+                throw invalid("'\(op)' needs numbers; '\(p.name)' is \(p.typeName)\(p.type == .decimal128 ? " (sums of decimal128 are not supported)" : "")")
+            }
+            if op == "@avg" { return ("avg(\(expr))", Property(name: op, type: .double, isOptional: true)) }
+            return ("coalesce(sum(\(expr)), 0)", Property(name: op, type: type == .int ? .int : .double))
+        default:
+            guard numeric.contains(p.type) || p.type == .date || p.type == .decimal128 else {
+                throw invalid("'\(op)' needs numbers or dates; '\(p.name)' is \(p.typeName)")
+            }
+            let guarded = type == .float || type == .double ? "CASE WHEN typeof(\(expr)) != 'blob' THEN \(expr) END" : expr
+            return ("\(op == "@min" ? "min" : "max")(\(guarded))", Property(name: op, type: type, isOptional: true))
+        }
+    }
+
+    /// The elements of a list, set or dictionary of the object at `alias`.
+    private func collection(_ p: Property, _ info: ClassInfo, _ alias: String) throws -> ToMany {
+        let side = alias + "_l\(nextAlias())"
+        var from = "FROM \(info.listTable(p)) AS \(side)"
+        var object: Scope?
+        if p.type == .object {
+            let target = try store.classInfo(p.objectType!)
+            let objectAlias = side + "o"
+            from += " JOIN \(target.table) AS \(objectAlias) ON \(objectAlias).\(target.rowKey) = \(side).value"
+            object = Scope(alias: objectAlias, info: target)
+        }
+        return ToMany(from: from, match: "\(side).owner = \(alias).\(info.rowKey)",
+                      element: Operand("\(side).value", type: p.type == .mixed ? "\(side).type" : nil, p),
+                      object: object,
+                      keys: p.collection == .dictionary ? Operand("\(side).key", Self.keysProperty) : nil,
+                      what: "'\(info.name).\(p.name)'")
+    }
+
+    /// The objects of class `sourceName` whose property `originName` links to the object at
+    /// `alias` (of class `info`).
+    private func backlinks(_ sourceName: String, _ originName: String, _ info: ClassInfo, _ alias: String) throws -> ToMany {
+        guard let source = store.classInfo(ifExists: sourceName) else {
+            throw AtollError(.queryInvalid, "@links: no class '\(sourceName)'")
+        }
+        guard let origin = source.schema[property: originName], origin.type == .object, origin.objectType == info.name else {
+            throw AtollError(.queryInvalid, "@links: '\(sourceName).\(originName)' is not a link to '\(info.name)'")
+        }
+        let b = alias + "_b\(nextAlias())"
+        let me = Property(name: originName, type: .object, objectType: source.name)
+        if origin.isCollection {
+            let side = b + "l"
+            return ToMany(from: "FROM \(source.listTable(origin)) AS \(side) JOIN \(source.table) AS \(b) ON \(b).\(source.rowKey) = \(side).owner",
+                          match: "\(side).value = \(alias).\(info.rowKey)",
+                          element: Operand("\(b).\(source.rowKey)", me), object: Scope(alias: b, info: source),
+                          count: "count(DISTINCT \(b).\(source.rowKey))", what: "the backlinks of '\(sourceName).\(originName)'")
+        }
+        return ToMany(from: "FROM \(source.table) AS \(b)", match: "\(b).\(quote(origin.name)) = \(alias).\(info.rowKey)",
+                      element: Operand("\(b).\(source.rowKey)", me), object: Scope(alias: b, info: source),
+                      what: "the backlinks of '\(sourceName).\(originName)'")
+    }
+
+    /// `@links.@count`: how many links of any class point to the object.
+    private func allBacklinksCount(_ info: ClassInfo, _ alias: String) -> String {
+        let counts = store.incoming(info.name).map { source, p in
+            p.isCollection
+                ? "(SELECT count(*) FROM \(source.listTable(p)) WHERE value = \(alias).\(info.rowKey))"
+                : "(SELECT count(*) FROM \(source.table) WHERE \(quote(p.name)) = \(alias).\(info.rowKey))"
+        }
+        return counts.isEmpty ? "0" : "(" + counts.joined(separator: " + ") + ")"
+    }
+
+    /// `SUBQUERY(collection, $x, predicate).@count`: the predicate runs with `$x` bound to each
+    /// element; other key paths in it start from the queried object.
+    private func subqueryCount(_ sq: Subquery, _ scope: Scope) throws -> String {
+        let many = try toManySource(sq.collection, scope, position: sq.position)
+        let saved = variables[sq.variable]
+        variables[sq.variable] = many.object.map { .object($0) } ?? .value(many.element)
+        defer { variables[sq.variable] = saved }
+        let condition = try predicate(sq.predicate, scope)
+        return many.sql(many.count, condition)
+    }
+
+    /// The to-many step a key path ends with (through to-one links before it).
+    private func toManySource(_ path: [PathPart], _ scope: Scope, position: Int) throws -> ToMany {
+        var info = scope.info
+        var alias = scope.alias
+        var prefix = ""
+        for (k, part) in path.enumerated() {
+            let isLast = k == path.count - 1
+            guard case .name(let name) = part, let p = info.schema[property: name] else {
+                if case .operation("@links") = part, path.count == k + 3, case .name(let s) = path[k + 1], case .name(let o) = path[k + 2] {
+                    return try backlinks(s, o, info, alias)
+                }
+                break
+            }
+            if isLast, p.isComputed { return try backlinks(p.objectType ?? "", p.linkOriginProperty ?? "", info, alias) }
+            if isLast, p.isCollection { return try collection(p, info, alias) }
+            guard p.type == .object, !p.isCollection, !isLast, let target = store.classInfo(ifExists: p.objectType!) else { break }
+            prefix += "." + name
+            alias = join(scope, prefix: prefix, target, on: "\(alias).\(quote(p.name))").0
+            info = target
+        }
+        throw AtollError(.queryInvalid, "SUBQUERY needs a list, set, dictionary or backlinks property, not '\(pathText(path))' (at position \(position))")
+    }
+
+    private func quantified(_ q: Quantifier?, position: Int, path: [PathPart], _ sql: String) throws -> String {
         guard q == nil else {
-            throw AtollError(.queryInvalid, "ANY/ALL/NONE need a list in the key path '\(path.joined(separator: "."))' (at position \(position))")
+            throw AtollError(.queryInvalid, "ANY/ALL/NONE need a collection in the key path '\(pathText(path))' (at position \(position))")
         }
         return sql
     }
@@ -244,30 +592,36 @@ final class QueryCompiler {
         return aliasCounter
     }
 
-    /// A key path that must name one value per object (for SORT, DISTINCT and the right side
-    /// of a comparison).
-    func scalar(_ path: [String], _ scope: Scope, position: Int, for use: String) throws -> (String, Property) {
-        var result: (String, Property)?
-        let sql = try keyPathPredicate(path, position: position, scope, quantifier: nil) { expr, p in
-            result = (expr, p)
+    /// A key path that must name one value per object (for SORT, DISTINCT, aggregates and the
+    /// right side of a comparison).
+    func scalar(_ path: [PathPart], _ scope: Scope, position: Int, for use: String) throws -> Operand {
+        var result: Operand?
+        let sql = try keyPathPredicate(path, position: position, scope, quantifier: nil) { operand in
+            result = operand
             return "1"
         }
         guard let result, sql == "1" else {
-            throw AtollError(.queryInvalid, "\(use) needs a single value, but '\(path.joined(separator: "."))' goes through a list")
+            throw AtollError(.queryInvalid, "\(use) needs a single value, but '\(pathText(path))' goes through a collection")
         }
         return result
     }
 
     // MARK: - Comparisons
 
-    private func compare(_ expr: String, _ p: Property, _ op: Comparison.Op, _ value: Value, _ c: Comparison,
-                         path: [String]) throws -> String {
-        let name = path.joined(separator: ".")
+    private func compare(_ operand: Operand, _ op: Comparison.Op, _ value: Value, _ c: Comparison,
+                         path: [PathPart]) throws -> String {
+        if operand.type != nil { return try compareMixed(operand, op, value, c, path: path) }
+        if operand.property.name == "@type" { return try compareType(operand.expr, op, value, c) }
+        let expr = operand.expr
+        let p = operand.property
+        let name = pathText(path)
         if c.caseInsensitive || c.diacriticInsensitive {
             guard p.type == .string else {
                 throw AtollError(.queryInvalid, "[c] and [d] apply to strings; '\(name)' is \(p.typeName)")
             }
         }
+        // `list == {1, 2}`: a list of values on the right means IN.
+        if op == .equal, case .list = value { return try compare(operand, .in, value, c, path: path) }
         switch op {
         case .in:
             guard case .list(let items) = value else {
@@ -275,11 +629,11 @@ final class QueryCompiler {
             }
             if items.isEmpty { return "0" }
             if c.caseInsensitive || c.diacriticInsensitive {
-                let parts = try items.map { try compare(expr, p, .equal, $0, c, path: path) }
+                let parts = try items.map { try compare(operand, .equal, $0, c, path: path) }
                 return "(" + parts.joined(separator: " OR ") + ")"
             }
             // A flat IN list: long lists must not become deep OR trees.
-            let values = try items.filter { !$0.isNull }.map { try operand(p, $0, name, c) }
+            let values = try items.filter { !$0.isNull }.map { try self.operand(p, $0, name, c) }
             var sql = values.isEmpty ? "0" : "\(expr) IN (\(values.joined(separator: ", ")))"
             if items.contains(where: \.isNull) { sql = "(\(sql) OR \(expr) IS NULL)" }
             return sql
@@ -288,14 +642,14 @@ final class QueryCompiler {
                 throw AtollError(.queryInvalid, "BETWEEN needs two values at position \(c.position)")
             }
             try requireOrdered(p, name)
-            let lo = try operand(p, bounds[0], name, c), hi = try operand(p, bounds[1], name, c)
+            let lo = try self.operand(p, bounds[0], name, c), hi = try self.operand(p, bounds[1], name, c)
             return "(" + (try planned(expr, p, "BETWEEN \(lo) AND \(hi)")) + ")"
         case .beginsWith, .endsWith, .contains, .like:
             guard p.type == .string || p.type == .data else {
                 throw AtollError(.queryInvalid, "\(op.rawValue) needs a string property; '\(name)' is \(p.typeName)")
             }
             guard !value.isNull else { return "0" }
-            let arg = try operand(p, value, name, c)
+            let arg = try self.operand(p, value, name, c)
             if !c.caseInsensitive, !c.diacriticInsensitive, p.type == .string {
                 switch op {
                 case .beginsWith: return "coalesce(substr(\(expr), 1, length(\(arg))) = \(arg), 0)"
@@ -309,7 +663,7 @@ final class QueryCompiler {
             if value.isNull {
                 return "\(expr) IS \(op == .equal ? "" : "NOT ")NULL"
             }
-            let arg = try operand(p, value, name, c)
+            let arg = try self.operand(p, value, name, c)
             if c.caseInsensitive || c.diacriticInsensitive {
                 let match = "atoll_match(\(expr), \(arg), 0, \(c.flags))"
                 return op == .equal ? match : "NOT \(match)"
@@ -318,9 +672,117 @@ final class QueryCompiler {
         case .less, .lessOrEqual, .greater, .greaterOrEqual:
             try requireOrdered(p, name)
             guard !value.isNull else { return "0" }
-            let arg = try operand(p, value, name, c)
+            let arg = try self.operand(p, value, name, c)
             return "(" + (try planned(expr, p, "\(op.rawValue) \(arg)")) + ")"
         }
+    }
+
+    /// A comparison of a mixed value: a constant matches values of its own kind, numbers any
+    /// number (int, float, double, decimal128) of equal value. `!=` is NOT `==`, as in Realm.
+    private func compareMixed(_ operand: Operand, _ op: Comparison.Op, _ value: Value, _ c: Comparison,
+                              path: [PathPart]) throws -> String {
+        let v = operand.expr, t = operand.type!
+        switch op {
+        case .notEqual:
+            return "NOT coalesce(\(try compareMixed(operand, .equal, value, c, path: path)), 0)"
+        case .in:
+            guard case .list(let items) = value else {
+                throw AtollError(.queryInvalid, "IN needs a list {…} or a list argument at position \(c.position)")
+            }
+            if items.isEmpty { return "0" }
+            return "(" + (try items.map { try compareMixed(operand, .equal, $0, c, path: path) }).joined(separator: " OR ") + ")"
+        case .between:
+            guard case .list(let bounds) = value, bounds.count == 2 else {
+                throw AtollError(.queryInvalid, "BETWEEN needs two values at position \(c.position)")
+            }
+            return "(\(try compareMixed(operand, .greaterOrEqual, bounds[0], c, path: path)) AND \(try compareMixed(operand, .lessOrEqual, bounds[1], c, path: path)))"
+        default:
+            break
+        }
+        if op == .equal, case .list = value { return try compareMixed(operand, .in, value, c, path: path) }
+        let ordered = [.less, .lessOrEqual, .greater, .greaterOrEqual].contains(op)
+        func typed(_ type: PropertyType, _ constant: Value) throws -> String {
+            let p = Property(name: operand.property.name, type: type, isOptional: true)
+            let inner = try compare(Operand(v, p), op, constant, c, path: path)
+            return "(\(t) = '\(type.rawValue)' AND \(inner))"
+        }
+        switch value {
+        case .null:
+            return op == .equal ? "\(t) IS NULL" : "0"
+        case .int, .float, .double, .decimal:
+            if c.caseInsensitive || c.diacriticInsensitive {
+                throw AtollError(.queryInvalid, "[c] and [d] apply to strings, not \(value.kindName) \(value.shortDescription)")
+            }
+            guard op == .equal || ordered else {
+                throw AtollError(.queryInvalid, "\(op.rawValue) needs a string, not \(value.kindName) \(value.shortDescription)")
+            }
+            let number: SQLValue
+            let decimal: Decimal128?
+            switch value {
+            case .int(let i): number = .integer(i); decimal = Decimal128(i)
+            case .float(let f): number = .real(Double(f)); decimal = Decimal128(Double(f))
+            case .double(let d): number = .real(d); decimal = Decimal128(d)
+            case .decimal(let d): number = .real(d.doubleValue); decimal = d
+            default: return "0"
+            }
+            let sqlOp = op == .equal ? "=" : op.rawValue
+            var sql = "(\(t) IN ('int', 'float', 'double') AND typeof(\(v)) != 'blob' AND \(v) \(sqlOp) \(parameter(number)))"
+            if let decimal { sql += " OR (\(t) = 'decimal128' AND \(v) \(sqlOp) \(parameter(.blob(decimal.sortKey))))" }
+            return "(\(sql))"
+        case .string:
+            return try typed(.string, value)
+        case .link(let l):
+            guard op == .equal, let target = store.classInfo(ifExists: l.className) else {
+                throw AtollError(.queryInvalid, "a link compares with == or != only, to an object of a class of the schema")
+            }
+            let key: String
+            if let pk = target.primaryKey {
+                guard let k = try? store.checkedPrimaryKey(target, l.primaryKey) else {
+                    throw AtollError(.queryInvalid, "\(l.className)'s primary key is \(pk.typeName); got \(l.primaryKey.shortDescription)")
+                }
+                key = "(SELECT \(target.rowKey) FROM \(target.table) WHERE \(target.primaryKeyColumn) = \(parameter(pk.type.sqlValue(k))))"
+            } else {
+                key = parameter(l.primaryKey.intValue.map { .integer($0) } ?? .null)
+            }
+            return "(\(t) = \(parameter(.text(MixedTag.linkPrefix + target.name))) AND \(v) = \(key))"
+        case .list, .object:
+            throw AtollError(.queryInvalid, "cannot compare '\(pathText(path))' with a \(value.kindName) at position \(c.position)")
+        default:
+            return try typed(value.scalarType!, value)
+        }
+    }
+
+    /// `mixed.@type == 'string'`: Realm's type names, and 'numeric' for any number.
+    private func compareType(_ tag: String, _ op: Comparison.Op, _ value: Value, _ c: Comparison) throws -> String {
+        if op == .in || (op == .equal && value.listValue != nil) {
+            guard case .list(let items) = value, !items.isEmpty else { return "0" }
+            return "(" + (try items.map { try compareType(tag, .equal, $0, c) }).joined(separator: " OR ") + ")"
+        }
+        guard op == .equal || op == .notEqual, case .string(let name) = value else {
+            throw AtollError(.queryInvalid, "@type compares with == or != to a type name such as 'string', at position \(c.position)")
+        }
+        let condition: String
+        switch name.lowercased() {
+        case "null": condition = "\(tag) IS NULL"
+        case "bool", "boolean": condition = "\(tag) = 'bool'"
+        case "int", "integer", "long": condition = "\(tag) = 'int'"
+        case "float": condition = "\(tag) = 'float'"
+        case "double": condition = "\(tag) = 'double'"
+        case "decimal", "decimal128": condition = "\(tag) = 'decimal128'"
+        case "numeric", "number": condition = "\(tag) IN ('int', 'float', 'double', 'decimal128')"
+        case "string": condition = "\(tag) = 'string'"
+        case "binary", "data": condition = "\(tag) = 'data'"
+        case "date", "timestamp": condition = "\(tag) = 'date'"
+        case "objectid": condition = "\(tag) = 'objectId'"
+        case "uuid": condition = "\(tag) = 'uuid'"
+        case "object", "link": condition = "\(tag) GLOB 'link:*'"
+        case "list", "array": condition = "\(tag) = 'list'"
+        case "dictionary", "map": condition = "\(tag) = 'dictionary'"
+        case "collection": condition = "\(tag) IN ('list', 'dictionary')"
+        default:
+            throw AtollError(.queryInvalid, "unknown type name '\(name)' for @type (at position \(c.position))")
+        }
+        return op == .equal ? "coalesce(\(condition), 0)" : "NOT coalesce(\(condition), 0)"
     }
 
     private func requireOrdered(_ p: Property, _ name: String) throws {
@@ -332,9 +794,12 @@ final class QueryCompiler {
         }
     }
 
-    private func compareColumns(_ l: String, _ lp: Property, _ op: Comparison.Op, _ r: String, _ rp: Property,
-                                _ c: Comparison) throws -> String {
+    private func compareColumns(_ left: Operand, _ op: Comparison.Op, _ right: Operand, _ c: Comparison) throws -> String {
+        let (l, lp, r, rp) = (left.expr, left.property, right.expr, right.property)
         let numeric: Set<PropertyType> = [.int, .float, .double]
+        guard left.type == nil, right.type == nil else {
+            throw AtollError(.queryInvalid, "a mixed value compares with constants, not with another property (at position \(c.position))")
+        }
         guard lp.type == rp.type || (numeric.contains(lp.type) && numeric.contains(rp.type)),
               lp.type != .object || lp.objectType == rp.objectType else {
             throw AtollError(.queryInvalid, "cannot compare \(lp.name) (\(lp.typeName)) with \(rp.name) (\(rp.typeName))")

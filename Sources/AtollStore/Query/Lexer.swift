@@ -9,9 +9,10 @@ struct Token: Equatable {
         case int(Int64)
         case double(Double)
         case argument(Int)          // $0
+        case variable(String)       // $d (a SUBQUERY's variable)
         case op(String)             // == != < <= > >= && || ! = <>
-        case modifier(String)       // [c] [d] [cd]
-        case punct(Character)       // ( ) { } , .
+        case modifier(String)       // [c] [d] [cd] after an operator
+        case punct(Character)       // ( ) { } , . [ ] (brackets of subscripts: list[0], dict['k'])
         case timestamp(Timestamp)   // T12:0 or 2026-01-01@12:00:00
         case typed(String, String)  // oid(...) / uuid(...): the name (lowercased) and the raw text
         case end
@@ -28,12 +29,20 @@ struct Lexer {
 
     init(_ text: String) { chars = Array(text) }
 
+    /// Whether the previous token was a comparison operator (after which `[c]` is a modifier).
+    private var afterOperator = false
+
     static func tokenize(_ text: String) throws -> [Token] {
         var lexer = Lexer(text)
         var tokens = [Token]()
         while true {
             let t = try lexer.next()
             tokens.append(t)
+            switch t.kind {
+            case .op: lexer.afterOperator = true
+            case .identifier(let word): lexer.afterOperator = Comparison.Op.allWords.contains(word.uppercased())
+            default: lexer.afterOperator = false
+            }
             if t.kind == .end { return tokens }
         }
     }
@@ -53,9 +62,14 @@ struct Lexer {
         if c == "'" || c == "\"" { return token(.string(try string(quote: c))) }
         if c == "$" {
             i += 1
+            if let d = peek(), d.isLetter || d == "_" {
+                var name = ""
+                while let d = peek(), d.isLetter || d.isNumber || d == "_" { name.append(d); i += 1 }
+                return token(.variable(name))
+            }
             var digits = ""
             while let d = peek(), d.isASCII, d.isNumber { digits.append(d); i += 1 }
-            guard let n = Int(digits) else { throw error("expected an argument number after '$'", at: start) }
+            guard let n = Int(digits) else { throw error("expected an argument number or a variable name after '$'", at: start) }
             return token(.argument(n))
         }
         if c == "@" {
@@ -84,22 +98,29 @@ struct Lexer {
             return token(.identifier(name))
         }
         if c == "[" {
-            var body = ""
+            // After an operator, `[c]`, `[d]`, `[cd]` are modifiers; elsewhere `[` opens a
+            // subscript (`list[0]`, `dict['key']`, `list[*]`).
+            if afterOperator {
+                var body = ""
+                i += 1
+                while let d = peek(), d != "]" { body.append(d); i += 1 }
+                guard peek() == "]" else { throw error("unterminated '['", at: start) }
+                i += 1
+                let m = body.lowercased()
+                guard ["c", "d", "cd", "dc"].contains(m) else { throw error("unknown modifier '[\(body)]'", at: start) }
+                return token(.modifier(m))
+            }
             i += 1
-            while let d = peek(), d != "]" { body.append(d); i += 1 }
-            guard peek() == "]" else { throw error("unterminated '['", at: start) }
-            i += 1
-            let m = body.lowercased()
-            guard ["c", "d", "cd", "dc"].contains(m) else { throw error("unknown modifier '[\(body)]'", at: start) }
-            return token(.modifier(m))
+            return token(.punct("["))
         }
+        if c == "]" { i += 1; return token(.punct("]")) }
         let two = peek(1).map { String([c, $0]) } ?? ""
         if ["==", "!=", "<=", ">=", "=<", "=>", "&&", "||", "<>"].contains(two) {
             i += 2
             return token(.op(two))
         }
         if "<>=!".contains(c) { i += 1; return token(.op(String(c))) }
-        if "(){},.".contains(c) { i += 1; return token(.punct(c)) }
+        if "(){},.*".contains(c) { i += 1; return token(.punct(c)) }
         throw error("unexpected character '\(c)'", at: start)
     }
 

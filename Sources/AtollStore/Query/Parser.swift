@@ -29,16 +29,65 @@ struct Comparison {
     var position: Int
 }
 
-enum Expression {
-    case keyPath([String], position: Int)
+/// One step of a key path.
+enum PathPart: Equatable, CustomStringConvertible {
+    /// A property; after `@links`, a class name; in a dictionary, a key written as a name.
+    case name(String)
+    /// `@count`, `@size`, `@sum`, `@avg`, `@min`, `@max`, `@keys`, `@values`, `@type`, `@links`
+    /// (lowercased, with the `@`).
+    case operation(String)
+    /// `['key']`
+    case key(String)
+    /// `[0]`, `[FIRST]` (0), `[LAST]` (-1)
+    case index(Int)
+    /// `[*]`
+    case all
+    /// `$name`, a SUBQUERY's variable (first part only).
+    case variable(String)
+
+    var description: String {
+        switch self {
+        case .name(let n): return n
+        case .operation(let o): return o
+        case .key(let k): return "['\(k)']"
+        case .index(let i): return i < 0 ? "[LAST]" : "[\(i)]"
+        case .all: return "[*]"
+        case .variable(let v): return "$" + v
+        }
+    }
+}
+
+/// A key path as written, for messages: `dogs.@avg.age`, `prices['apple']`.
+func pathText(_ parts: [PathPart]) -> String {
+    var out = ""
+    for part in parts {
+        switch part {
+        case .key, .index, .all: out += part.description
+        default: out += (out.isEmpty ? "" : ".") + part.description
+        }
+    }
+    return out
+}
+
+/// `SUBQUERY(collection, $variable, predicate).@count`
+struct Subquery {
+    var collection: [PathPart]
+    var variable: String
+    var predicate: Predicate
+    var position: Int
+}
+
+indirect enum Expression {
+    case keyPath([PathPart], position: Int)
     case constant(Value)
     case argument(Int, position: Int)
     case list([Expression])
+    case subquery(Subquery)
 }
 
 enum Descriptor {
-    case sort([(path: [String], ascending: Bool, position: Int)])
-    case distinct([(path: [String], position: Int)])
+    case sort([(path: [PathPart], ascending: Bool, position: Int)])
+    case distinct([(path: [PathPart], position: Int)])
     case limit(Int)
 }
 
@@ -107,7 +156,7 @@ struct Parser {
         while current.kind != .end {
             if accept(keyword: "SORT") {
                 try expect("(")
-                var keys = [([String], Bool, Int)]()
+                var keys = [([PathPart], Bool, Int)]()
                 repeat {
                     let position = current.position
                     let path = try keyPath()
@@ -124,7 +173,7 @@ struct Parser {
                 descriptors.append(.sort(keys.map { (path: $0.0, ascending: $0.1, position: $0.2) }))
             } else if accept(keyword: "DISTINCT") {
                 try expect("(")
-                var keys = [([String], Int)]()
+                var keys = [([PathPart], Int)]()
                 repeat {
                     let position = current.position
                     keys.append((try keyPath(), position))
@@ -265,27 +314,70 @@ struct Parser {
             case "true": i += 1; return .constant(.bool(true))
             case "false": i += 1; return .constant(.bool(false))
             case "null", "nil": i += 1; return .constant(.null)
+            case "subquery" where tokens[i + 1].kind == .punct("("): return try subquery()
             default: break
             }
             return .keyPath(try keyPath(), position: t.position)
-        case .atKeyword:
+        case .atKeyword, .variable:
             return .keyPath(try keyPath(), position: t.position)
         default:
             throw error(t.kind == .end ? "expected a value or property" : "expected a value or property")
         }
     }
 
-    private mutating func keyPath() throws -> [String] {
-        var parts = [String]()
-        repeat {
+    /// `SUBQUERY(collection, $x, predicate).@count` (or `.@size`): how many elements of the
+    /// collection match the predicate.
+    private mutating func subquery() throws -> Expression {
+        let position = current.position
+        i += 2  // SUBQUERY (
+        let collection = try keyPath()
+        try expect(",")
+        guard case .variable(let name) = current.kind else { throw error("SUBQUERY needs a variable such as $x") }
+        i += 1
+        try expect(",")
+        let predicate = try nest { try $0.or() }
+        try expect(")")
+        guard accept("."), case .atKeyword(let op) = current.kind, op == "count" || op == "size" else {
+            throw error("a SUBQUERY must be followed by .@count")
+        }
+        i += 1
+        return .subquery(Subquery(collection: collection, variable: name, predicate: predicate, position: position))
+    }
+
+    private mutating func keyPath() throws -> [PathPart] {
+        var parts = [PathPart]()
+        if case .variable(let name) = current.kind {
+            parts.append(.variable(name))
+            i += 1
+            guard accept(".") else { return parts }
+        }
+        while true {
             switch current.kind {
-            case .identifier(let name): parts.append(name)
-            case .atKeyword(let name): parts.append("@" + name)
+            case .identifier(let name): parts.append(.name(name))
+            case .atKeyword(let name): parts.append(.operation("@" + name))
             default: throw error("expected a property name")
             }
             i += 1
-        } while accept(".")
-        return parts
+            while accept("[") { parts.append(try subscriptPart()) }
+            guard accept(".") else { return parts }
+        }
+    }
+
+    private mutating func subscriptPart() throws -> PathPart {
+        let t = current
+        i += 1
+        let part: PathPart
+        switch t.kind {
+        case .string(let key): part = .key(key)
+        case .int(let n) where n >= 0: part = .index(Int(clamping: n))
+        case .punct("*"): part = .all
+        case .identifier(let word) where word.uppercased() == "FIRST": part = .index(0)
+        case .identifier(let word) where word.uppercased() == "LAST": part = .index(-1)
+        case .identifier(let word) where word.uppercased() == "SIZE": part = .operation("@size")
+        default: throw error("expected a key, an index, FIRST, LAST, SIZE or * in '[…]'", t)
+        }
+        try expect("]")
+        return part
     }
 }
 
