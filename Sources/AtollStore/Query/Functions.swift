@@ -5,13 +5,99 @@ import Foundation
 /// `atoll_match(text, pattern, op, flags)` — op 0 equals, 1 begins with, 2 ends with,
 /// 3 contains, 4 LIKE (`*` any run, `?` one character); flags 1 case-insensitive (full Unicode
 /// lowercasing), 2 diacritic-insensitive. Null operands never match.
+///
+/// And, for the nested lists and dictionaries of mixed values (stored as a BLOB with the type
+/// tag 'list' or 'dictionary', see Store+Mixed.swift):
+/// `atoll_mixed_get(value, type, key)` — the element at an index (negative: from the end; for a
+/// dictionary, its n-th entry in key order) or under a text key, in its stored SQL form;
+/// `atoll_mixed_type(value, type, key)` — that element's type tag;
+/// `atoll_mixed_size(value, type)` — the number of elements (null for other values).
 func registerQueryFunctions(_ conn: Connection) throws {
-    let rc = sqlite3_create_function_v2(conn.db, "atoll_match", 4, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
-                                        nil, atollMatch, nil, nil, nil)
-    guard rc == SQLITE_OK else { throw conn.error(rc) }
+    let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS
+    for (name, arity, function) in [("atoll_match", Int32(4), atollMatch), ("atoll_mixed_get", 3, mixedGet),
+                                     ("atoll_mixed_type", 3, mixedType), ("atoll_mixed_size", 2, mixedSize)] {
+        let rc = sqlite3_create_function_v2(conn.db, name, arity, flags, nil, function, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw conn.error(rc) }
+    }
 }
 
-private let atollMatch: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = { context, _, argv in
+typealias SQLFunction = @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void
+
+/// The nested collection a mixed value holds, decoded; nil for other values.
+private func nestedCollection(_ argv: UnsafeMutablePointer<OpaquePointer?>) -> Value? {
+    guard let value = argv[0], let type = argv[1], sqlite3_value_type(type) == SQLITE_TEXT,
+          sqlite3_value_type(value) == SQLITE_BLOB, let text = sqlite3_value_text(type) else { return nil }
+    let tag = String(cString: text)
+    guard tag == MixedTag.list || tag == MixedTag.dictionary else { return nil }
+    let n = Int(sqlite3_value_bytes(value))
+    guard n > 0, let p = sqlite3_value_blob(value) else { return nil }
+    var reader = BinaryReader(Array(UnsafeRawBufferPointer(start: p, count: n)))
+    return try? reader.value()
+}
+
+/// The element of a nested collection that `argv[2]` names.
+private func nestedElement(_ argv: UnsafeMutablePointer<OpaquePointer?>) -> Value? {
+    guard let collection = nestedCollection(argv), let key = argv[2] else { return nil }
+    if sqlite3_value_type(key) == SQLITE_INTEGER {
+        let i = Int(sqlite3_value_int64(key))
+        let values: [Value]
+        switch collection {
+        case .list(let items): values = items
+        case .object(let doc): values = doc.values
+        default: return nil
+        }
+        let index = i < 0 ? values.count + i : i
+        return values.indices.contains(index) ? values[index] : nil
+    }
+    guard sqlite3_value_type(key) == SQLITE_TEXT, case .object(let doc) = collection, let text = sqlite3_value_text(key) else { return nil }
+    return doc[String(cString: text)]
+}
+
+/// A value of a nested collection in the stored form of mixed values: (SQL value, type tag).
+private func storedForm(_ v: Value) -> (SQLValue, String?) {
+    switch v {
+    case .null: return (.null, nil)
+    case .link(let l): return (.null, MixedTag.linkPrefix + l.className)
+    case .list, .object:
+        var w = BinaryWriter()
+        w.value(v)
+        return (.blob(w.bytes), v.listValue != nil ? MixedTag.list : MixedTag.dictionary)
+    default:
+        let type = v.scalarType!
+        return (type.sqlValue(v), type.rawValue)
+    }
+}
+
+private func result(_ context: OpaquePointer?, _ v: SQLValue) {
+    switch v {
+    case .null: sqlite3_result_null(context)
+    case .integer(let i): sqlite3_result_int64(context, i)
+    case .real(let d): sqlite3_result_double(context, d)
+    case .text(let s): sqlite3_result_text(context, s, -1, sqliteTransient)
+    case .blob(let b): b.withUnsafeBytes { sqlite3_result_blob(context, $0.baseAddress, Int32($0.count), sqliteTransient) }
+    }
+}
+
+private let mixedGet: SQLFunction = { context, _, argv in
+    guard let argv, let element = nestedElement(argv) else { return sqlite3_result_null(context) }
+    result(context, storedForm(element).0)
+}
+
+private let mixedType: SQLFunction = { context, _, argv in
+    guard let argv, let element = nestedElement(argv), let tag = storedForm(element).1 else { return sqlite3_result_null(context) }
+    result(context, .text(tag))
+}
+
+private let mixedSize: SQLFunction = { context, _, argv in
+    guard let argv else { return sqlite3_result_null(context) }
+    switch nestedCollection(argv) {
+    case .list(let items)?: sqlite3_result_int64(context, Int64(items.count))
+    case .object(let doc)?: sqlite3_result_int64(context, Int64(doc.count))
+    default: sqlite3_result_null(context)
+    }
+}
+
+private let atollMatch: SQLFunction = { context, _, argv in
     guard let argv, let a = argv[0], let b = argv[1],
           sqlite3_value_type(a) != SQLITE_NULL, sqlite3_value_type(b) != SQLITE_NULL else {
         sqlite3_result_int(context, 0)

@@ -50,7 +50,7 @@ public final class Results: @unchecked Sendable {
         try store.locked { conn in
             let s = try page(info.selectList, offset: offset, limit: limit, conn)
             var rows = [[SQLValue]]()
-            let width = Int32(info.columns.count + 1)
+            let width = Int32(info.width)
             while try s.step() { rows.append((0..<width).map { s.sqlValue($0) }) }
             s.reset()
             if inRowKeyOrder, let last = rows.last?.first?.int64 {
