@@ -364,9 +364,9 @@ bool atoll_realm_file_exists(const char *config_json, bool *out_exists);
  *
  * Refused while the realm is open anywhere: by a handle of this process, or by a connection of
  * another process (seen through the lock SQLite keeps in the "-shm" file while a connection is
- * open; the call holds that lock itself while deleting, so no connection opens the realm
- * half-way). Connections that keep no "-shm" file (another program opening the database
- * outside WAL mode) cannot be seen.
+ * open; the call holds that lock itself until the files are deleted). Connections that keep no
+ * "-shm" file (another program opening the database outside WAL mode) cannot be seen; see
+ * docs/files.md for the limits.
  * @param config_json a configuration as for atoll_realm_open(); only "path" and "inMemory"
  *   matter. An in-memory configuration has no files: nothing is deleted.
  * @param out_deleted receives whether any file was deleted; may be NULL.

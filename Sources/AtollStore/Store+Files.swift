@@ -180,8 +180,8 @@ extension Store {
     ///
     /// Refused while the realm is open anywhere: by a store of this process, or by a connection
     /// of another process (SQLite holds a lock in the `-shm` file while a connection is open;
-    /// this call holds that lock itself while it deletes, so no connection can open the realm
-    /// half-way through).
+    /// this call holds that lock itself until the files are deleted). See docs/files.md for
+    /// what cannot be seen.
     /// - Returns: whether any file was deleted (false for an in-memory configuration).
     /// - Throws: `.busy` while the realm is open (the message says whether in this process or
     ///   which process), `.file` when a file exists but cannot be deleted, `.invalidArgument`
@@ -388,8 +388,8 @@ enum DeadManSwitch {
         return Int32(f.l_type) != F_UNLCK
     }
 
-    /// Takes the switch exclusively, so that no connection can open the database until the
-    /// returned descriptor is closed (SQLite's open then waits as for a busy lock).
+    /// Takes the switch exclusively, so that no connection can take it (SQLite waits as for a
+    /// busy lock) until the returned descriptor is closed.
     /// - Returns: the descriptor to close, or nil when there is no `-shm` file (no connection
     ///   in WAL mode has the database open).
     /// - Throws: `.busy` naming the process that has the database open; `.file` when the
