@@ -90,7 +90,8 @@ typedef enum atoll_status_e {
     ATOLL_ERR_CLOSED = 12,
     /** A write on a realm opened read-only. */
     ATOLL_ERR_READ_ONLY = 13,
-    /** The write lock was not obtained within the configured "writeTimeoutMs". */
+    /** The write lock was not obtained within the configured "writeTimeoutMs"; or the files of a
+        realm that is open (in this process or another) cannot be deleted. */
     ATOLL_ERR_BUSY = 14,
     /** A class name the realm's schema does not have. */
     ATOLL_ERR_NO_SUCH_CLASS = 15,
@@ -175,6 +176,8 @@ void atoll_free(void *ptr);
  *     When absent, the schema stored in the file is used (an empty realm has none).
  *   - "schemaVersion" (integer >= 0, default 0): the version of "schema".
  *   - "readOnly" (bool, default false): open without the right to write; the file must exist.
+ *     Every write call then fails with ATOLL_ERR_READ_ONLY, and the handle still sees what
+ *     other handles and processes commit.
  *   - "writeTimeoutMs" (integer, default -1): how long atoll_realm_begin_write() waits for
  *     another writer; -1 waits as long as it takes, as Realm does.
  *   Opening an existing file whose schema differs from "schema" only by additions (new
@@ -257,6 +260,122 @@ bool atoll_realm_version(atoll_realm_t *realm, uint64_t *out_version);
  * @return JSON text (caller owns; free with atoll_free()), or NULL with ATOLL_ERR_CLOSED.
  */
 char *atoll_realm_changes(atoll_realm_t *realm, uint64_t after_version, size_t max_entries);
+
+/* MARK: - Files */
+
+/**
+ * Asked by atoll_realm_open_with() whether to compact the file before the realm is used
+ * (Realm's shouldCompactOnLaunch).
+ * @param total_bytes the size of the database: its page count times its page size.
+ * @param used_bytes the part of it that holds data: (page count - free pages) * page size.
+ * @param userdata the options' should_compact_userdata, as given.
+ * @return true to compact. The file is compacted only when, besides, no other handle or
+ *   process has it open.
+ * Runs at most once, during atoll_realm_open_with(), on the thread that called it; it must not
+ * call atoll_ functions on the realm being opened (there is no handle yet).
+ */
+typedef bool (*atoll_should_compact_fn)(uint64_t total_bytes, uint64_t used_bytes, void *userdata);
+
+/**
+ * Options of atoll_realm_open_with(). Set size to sizeof(atoll_open_options_t): later versions
+ * add fields at the end, and size tells the library which ones the host knows. Zero-initialise
+ * the struct, then set the fields you use.
+ */
+typedef struct atoll_open_options {
+    size_t size;                            /**< sizeof(atoll_open_options_t) */
+    atoll_should_compact_fn should_compact; /**< NULL: never compact at open */
+    void *should_compact_userdata;          /**< passed to should_compact; borrowed (used
+                                                 only during the call) */
+} atoll_open_options_t;
+
+/**
+ * atoll_realm_open() with options: a should-compact callback asked at open.
+ *
+ * When options->should_compact is set and the realm is neither read-only nor in memory, it is
+ * called once the file is open and its schema checked, with the file's total and used bytes.
+ * When it returns true and no other handle (of this process) or process had the file open,
+ * the file is compacted as atoll_realm_compact() does before this returns. A writer that got
+ * in meanwhile (ATOLL_ERR_BUSY) skips the compaction; it is not an error.
+ * @param config_json as for atoll_realm_open().
+ * @param options NULL (the same as atoll_realm_open()), or options whose size is
+ *   sizeof(atoll_open_options_t). Borrowed: not kept after the call.
+ * @return a new handle (caller owns; close with atoll_realm_close()), or NULL with the errors of
+ *   atoll_realm_open(); ATOLL_ERR_INVALID_ARGUMENT when options->size is smaller than the
+ *   fields this library reads or larger than the struct it knows; ATOLL_ERR_FILE when the
+ *   compaction failed (the file is then as it was).
+ * Any thread; the callback runs on this one.
+ */
+atoll_realm_t *atoll_realm_open_with(const char *config_json, const atoll_open_options_t *options);
+
+/**
+ * Writes a copy of the realm's committed data to a new file (Realm's writeCopy(toFile:)). An
+ * in-memory realm can be copied to a file this way. Other handles and processes may keep
+ * reading and writing; the copy is the data as of one moment. A failed copy leaves no file.
+ * @param path the new file; it must not exist, nor its "-wal", "-shm" or "-journal" companions.
+ * @param compact true writes the data in as few pages as possible (SQLite's VACUUM INTO); false
+ *   copies every page as it is, free pages included (SQLite's online backup).
+ * @return true on success; false with ATOLL_ERR_ALREADY_IN_WRITE (the handle is in a write
+ *   transaction: commit or cancel it first), ATOLL_ERR_FILE (path exists, or cannot be created
+ *   or written), ATOLL_ERR_INVALID_ARGUMENT (NULL, empty or non-UTF-8 path), ATOLL_ERR_CLOSED.
+ * Any thread.
+ */
+bool atoll_realm_write_copy(atoll_realm_t *realm, const char *path, bool compact);
+
+/**
+ * Writes a compacted copy of the realm to the "path" of a configuration, then checks that the
+ * copy opens with that configuration (its "schema" and "schemaVersion", as atoll_realm_open()
+ * checks them; schema additions are made in the copy). When it does not, the copy is removed
+ * and the call fails with the error the open gave.
+ * @param config_json a configuration as for atoll_realm_open(), with a "path" and without
+ *   "inMemory": true.
+ * @return true on success; false with the errors of atoll_realm_write_copy(), of
+ *   atoll_realm_open() (ATOLL_ERR_SCHEMA_MISMATCH, ATOLL_ERR_SCHEMA, ATOLL_ERR_INVALID_JSON...),
+ *   ATOLL_ERR_INVALID_ARGUMENT for an in-memory configuration or one without "path".
+ * Any thread.
+ */
+bool atoll_realm_write_copy_to(atoll_realm_t *realm, const char *config_json);
+
+/**
+ * Compacts the file: rewrites the data in as few pages as possible (SQLite's VACUUM) and gives
+ * the free pages back to the file system. Other handles and processes may keep the realm open;
+ * like atoll_realm_begin_write(), it waits (up to "writeTimeoutMs") for another writer.
+ * A handle that is reading at that moment can delay the shrinking of the file to a later
+ * checkpoint; that is not an error.
+ * @return true on success; false with ATOLL_ERR_ALREADY_IN_WRITE, ATOLL_ERR_READ_ONLY,
+ *   ATOLL_ERR_BUSY (another writer past "writeTimeoutMs"), ATOLL_ERR_FILE, ATOLL_ERR_CLOSED.
+ * Any thread.
+ */
+bool atoll_realm_compact(atoll_realm_t *realm);
+
+/**
+ * Whether the database file of a configuration exists (Realm's fileExists(for:)).
+ * @param config_json a configuration as for atoll_realm_open(); only "path" and "inMemory"
+ *   matter. An in-memory configuration has no file: false.
+ * @param out_exists receives the answer.
+ * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT (NULL, or no "path"),
+ *   ATOLL_ERR_INVALID_JSON.
+ * Any thread.
+ */
+bool atoll_realm_file_exists(const char *config_json, bool *out_exists);
+
+/**
+ * Deletes the database file of a configuration with its "-wal", "-shm" and "-journal" files
+ * (Realm's deleteFiles(for:)). Files that do not exist are not an error.
+ *
+ * Refused while the realm is open anywhere: by a handle of this process, or by a connection of
+ * another process (seen through the lock SQLite keeps in the "-shm" file while a connection is
+ * open; the call holds that lock itself until the files are deleted). Connections that keep no
+ * "-shm" file (another program opening the database outside WAL mode) cannot be seen; see
+ * docs/files.md for the limits.
+ * @param config_json a configuration as for atoll_realm_open(); only "path" and "inMemory"
+ *   matter. An in-memory configuration has no files: nothing is deleted.
+ * @param out_deleted receives whether any file was deleted; may be NULL.
+ * @return true on success; false with ATOLL_ERR_BUSY (the realm is open; the message says
+ *   whether in this process or which process), ATOLL_ERR_FILE (a file exists but cannot be
+ *   deleted), ATOLL_ERR_INVALID_ARGUMENT (NULL, or no "path"), ATOLL_ERR_INVALID_JSON.
+ * Any thread.
+ */
+bool atoll_realm_delete_files(const char *config_json, bool *out_deleted);
 
 /* MARK: - Objects */
 

@@ -6,11 +6,7 @@ import CJansson
 
 @_cdecl("atoll_realm_open")
 public func atoll_realm_open(_ config: UnsafePointer<CChar>?) -> OpaquePointer? {
-    call(nil) {
-        guard let config else { throw AtollError(.invalidArgument, "config_json is NULL") }
-        let store = try Store(try ConfigurationJSON.configuration(config))
-        return handles.insert(.realm(store))
-    }
+    atoll_realm_open_with(config, nil)
 }
 
 @_cdecl("atoll_realm_close")

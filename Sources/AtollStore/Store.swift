@@ -13,15 +13,21 @@ public struct Configuration: Sendable {
     public var readOnly: Bool
     /// How long `beginWrite()` waits for another writer, in milliseconds; nil waits forever.
     public var writeTimeoutMilliseconds: Int?
+    /// Asked at open whether to compact the file first (Realm's `shouldCompactOnLaunch`), with
+    /// the file's total and used bytes; see `Store+Files.swift`. Not asked for read-only or
+    /// in-memory stores.
+    public var shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)?
 
     public init(path: String? = nil, inMemory: Bool = false, schema: Schema? = nil, schemaVersion: UInt64 = 0,
-                readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil) {
+                readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil,
+                shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)? = nil) {
         self.path = path
         self.inMemory = inMemory
         self.schema = schema
         self.schemaVersion = schemaVersion
         self.readOnly = readOnly
         self.writeTimeoutMilliseconds = writeTimeoutMilliseconds
+        self.shouldCompactOnLaunch = shouldCompactOnLaunch
     }
 }
 
@@ -71,11 +77,15 @@ public final class Store: @unchecked Sendable {
     /// How deep the object being written is nested in inline links and embedded objects.
     var nesting = 0
     static let maxNesting = 100
+    /// The canonical path under which this store's file is in the process's registry of open
+    /// files (nil for in-memory stores, and once closed); see `Store+Files.swift`.
+    var fileKey: String?
 
     /// Opens (creating when needed) the store a configuration describes.
     /// - Throws: `.invalidArgument` for a bad configuration, `.file` when the file cannot be
-    ///   opened, `.schema` for an invalid schema, `.schemaMismatch` when the file's schema needs
-    ///   a migration to become the configuration's.
+    ///   opened (or compacting it at open failed), `.schema` for an invalid schema,
+    ///   `.schemaMismatch` when the file's schema needs a migration to become the
+    ///   configuration's.
     public init(_ configuration: Configuration) throws {
         self.configuration = configuration
         let filename: String
@@ -94,14 +104,15 @@ public final class Store: @unchecked Sendable {
             if configuration.readOnly, !FileManager.default.fileExists(atPath: path) {
                 throw AtollError(.file, "cannot open '\(path)' read-only: the file does not exist")
             }
-            // A plain path, not a URI: a leading "file:" in a user's path must not be parsed.
-            filename = path.hasPrefix("file:") ? "./" + path : path
+            filename = Store.sqliteFilename(path)
         }
         if let t = configuration.writeTimeoutMilliseconds, t < 0 {
             throw AtollError(.invalidArgument, "writeTimeoutMs must be -1 (wait forever) or >= 0, not \(t)")
         }
         let flags = configuration.readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
-        let conn = try Connection(path: filename, flags: flags)
+        let alone = registerFile()
+        let conn: Connection
+        do { conn = try Connection(path: filename, flags: flags) } catch { releaseFile(); throw error }
         connection = conn
         do {
             busy = BusyBox(timeout: configuration.writeTimeoutMilliseconds)
@@ -114,9 +125,11 @@ public final class Store: @unchecked Sendable {
             }
             try registerQueryFunctions(conn)
             try openSchema()
+            try compactOnLaunch(conn, alone: alone)
         } catch {
             conn.close()
             connection = nil
+            releaseFile()
             throw error
         }
     }
@@ -134,6 +147,7 @@ public final class Store: @unchecked Sendable {
         }
         conn.close()
         connection = nil
+        releaseFile()
     }
 
     public var isClosed: Bool {
@@ -251,6 +265,7 @@ public final class Store: @unchecked Sendable {
     /// kept, or none (a savepoint when the operation may issue several statements).
     func writeOperation<T>(_ name: String, multiStatement: Bool = true, _ body: (Connection, WriteState) throws -> T) throws -> T {
         try locked { conn in
+            guard !configuration.readOnly else { throw AtollError(.readOnly, "\(name): the realm was opened read-only") }
             guard let state = write else {
                 throw AtollError(.notInWrite, "\(name): the realm is not in a write transaction (call beginWrite first)")
             }

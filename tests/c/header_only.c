@@ -66,6 +66,12 @@ struct atoll_abi_v0 {
     struct json_t *(*results_json_j)(atoll_results_t *, size_t, size_t);
     bool (*results_delete_all)(atoll_results_t *, size_t *);
     void (*results_free)(atoll_results_t *);
+    atoll_realm_t *(*realm_open_with)(const char *, const atoll_open_options_t *);
+    bool (*realm_write_copy)(atoll_realm_t *, const char *, bool);
+    bool (*realm_write_copy_to)(atoll_realm_t *, const char *);
+    bool (*realm_compact)(atoll_realm_t *);
+    bool (*realm_file_exists)(const char *, bool *);
+    bool (*realm_delete_files)(const char *, bool *);
 };
 
 extern const struct atoll_abi_v0 atoll_header_only_abi;
@@ -100,6 +106,12 @@ const struct atoll_abi_v0 atoll_header_only_abi = {
     atoll_results_json_j,
     atoll_results_delete_all,
     atoll_results_free,
+    atoll_realm_open_with,
+    atoll_realm_write_copy,
+    atoll_realm_write_copy_to,
+    atoll_realm_compact,
+    atoll_realm_file_exists,
+    atoll_realm_delete_files,
 };
 
 /* The types a host sees. */
@@ -107,3 +119,11 @@ extern atoll_error_t atoll_header_only_error;
 atoll_error_t atoll_header_only_error = { ATOLL_OK, "" };
 extern const char atoll_header_only_version[];
 const char atoll_header_only_version[] = ATOLL_VERSION;
+
+/* atoll_open_options_t grows only at the end, so size stays first and the fields keep their
+   places. */
+_Static_assert(offsetof(atoll_open_options_t, size) == 0, "size is the first field");
+_Static_assert(offsetof(atoll_open_options_t, should_compact) == sizeof(size_t),
+               "fields of atoll_open_options_t keep their places");
+extern const atoll_open_options_t atoll_header_only_options;
+const atoll_open_options_t atoll_header_only_options = { sizeof(atoll_open_options_t), NULL, NULL };

@@ -19,7 +19,7 @@ from .errors import (AlreadyInWriteError, AtollError, BusyError, ClosedError,
                      QuerySyntaxError, ReadOnlyError, SchemaError, SchemaMismatchError,
                      TypeMismatchError)
 from .objectid import ObjectId
-from .realm import Realm, Results, UPDATE_POLICIES, open
+from .realm import CONFIG_KEYS, Realm, Results, UPDATE_POLICIES, delete_files, file_exists, open
 
 __version__ = "0.1.0"
 
@@ -36,7 +36,7 @@ def library_path() -> str:
 
 __all__ = [
     "open", "Realm", "Results", "ObjectId", "UPDATE_POLICIES", "library_version",
-    "library_path",
+    "library_path", "file_exists", "delete_files", "CONFIG_KEYS",
     "AtollError", "InvalidArgumentError", "InvalidJSONError", "SchemaError",
     "SchemaMismatchError", "NotFoundError", "DuplicatePrimaryKeyError", "QueryError",
     "QuerySyntaxError", "QueryInvalidError", "NotInWriteError", "AlreadyInWriteError",

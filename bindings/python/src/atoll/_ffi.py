@@ -29,7 +29,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from ctypes import POINTER, Structure, c_bool, c_char_p, c_int, c_size_t, c_uint64, c_void_p
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_int, c_size_t, c_uint64,
+                    c_void_p)
 from typing import List, Optional
 
 #: ATOLL_VERSION_NUMBER of the include/atoll.h this binding was written against.
@@ -103,6 +104,25 @@ class atoll_error_t(Structure):
     """
 
     _fields_ = [("code", c_int), ("message", c_char_p)]
+
+
+#: typedef bool (*atoll_should_compact_fn)(uint64_t total_bytes, uint64_t used_bytes,
+#:                                         void *userdata);
+#: Called on the thread that calls atoll_realm_open_with(), during that call only.
+atoll_should_compact_fn = CFUNCTYPE(c_bool, c_uint64, c_uint64, c_void_p)
+
+
+class atoll_open_options_t(Structure):
+    """typedef struct atoll_open_options {
+        size_t size; atoll_should_compact_fn should_compact; void *should_compact_userdata;
+    } atoll_open_options_t;
+
+    ``size`` must be ``ctypes.sizeof(atoll_open_options_t)``. The callback object must stay
+    referenced for as long as the library may call it (the duration of the open call).
+    """
+
+    _fields_ = [("size", c_size_t), ("should_compact", atoll_should_compact_fn),
+                ("should_compact_userdata", c_void_p)]
 
 
 # atoll_status_e
@@ -195,6 +215,27 @@ _declare("atoll_realm_version", c_bool, [RealmPtr, POINTER(c_uint64)])
 # char *atoll_realm_changes(atoll_realm_t *realm, uint64_t after_version,
 #                           size_t max_entries);              -- caller owns; atoll_free()
 _declare("atoll_realm_changes", c_void_p, [RealmPtr, c_uint64, c_size_t])
+
+# MARK: Files
+
+# atoll_realm_t *atoll_realm_open_with(const char *config_json,
+#                                      const atoll_open_options_t *options);
+_declare("atoll_realm_open_with", RealmPtr, [c_char_p, POINTER(atoll_open_options_t)])
+
+# bool atoll_realm_write_copy(atoll_realm_t *realm, const char *path, bool compact);
+_declare("atoll_realm_write_copy", c_bool, [RealmPtr, c_char_p, c_bool])
+
+# bool atoll_realm_write_copy_to(atoll_realm_t *realm, const char *config_json);
+_declare("atoll_realm_write_copy_to", c_bool, [RealmPtr, c_char_p])
+
+# bool atoll_realm_compact(atoll_realm_t *realm);
+_declare("atoll_realm_compact", c_bool, [RealmPtr])
+
+# bool atoll_realm_file_exists(const char *config_json, bool *out_exists);
+_declare("atoll_realm_file_exists", c_bool, [c_char_p, POINTER(c_bool)])
+
+# bool atoll_realm_delete_files(const char *config_json, bool *out_deleted);
+_declare("atoll_realm_delete_files", c_bool, [c_char_p, POINTER(c_bool)])
 
 # MARK: Objects
 

@@ -146,7 +146,8 @@ class ReadOnlyError(AtollError):
 
 @_status(14, "ATOLL_ERR_BUSY")
 class BusyError(AtollError):
-    """The write lock was not obtained within write_timeout_ms."""
+    """The write lock was not obtained within write_timeout_ms; or the files of a realm that
+    is open (in this process or another) cannot be deleted."""
 
 
 @_status(15, "ATOLL_ERR_NO_SUCH_CLASS")

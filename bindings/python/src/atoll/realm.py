@@ -22,14 +22,15 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from typing import (Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union, overload)
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union, overload)
 
 from . import _ffi, ejson
 from .errors import (AtollError, BusyError, ClosedError, NotFoundError, NotInWriteError,
                      closed_error, raise_last_error)
 
-__all__ = ["Realm", "Results", "open", "UPDATE_POLICIES"]
+__all__ = ["Realm", "Results", "open", "file_exists", "delete_files", "UPDATE_POLICIES",
+           "CONFIG_KEYS"]
 
 lib = _ffi.lib
 
@@ -42,6 +43,8 @@ UPDATE_POLICIES: Dict[str, int] = {
 
 PathLike = Union[str, "os.PathLike[str]"]
 Object = Dict[str, Any]
+#: should_compact_on_launch: called with (total_bytes, used_bytes); returns whether to compact.
+ShouldCompact = Callable[[int, int], bool]
 
 
 # MARK: - Argument helpers
@@ -86,6 +89,104 @@ def _size(value: Any, what: str) -> int:
     if value < 0:
         raise ValueError(f"{what} must be >= 0, not {value}")
     return value
+
+
+# MARK: - Configurations
+
+#: The keys of a configuration mapping: open()'s keyword arguments that describe the file.
+CONFIG_KEYS = ("path", "schema", "schema_version", "in_memory", "read_only", "write_timeout_ms")
+
+
+def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """The configuration JSON object (as a dict) for open()'s arguments (a mapping of
+    :data:`CONFIG_KEYS`; missing ones take open()'s defaults), checked."""
+    path = options.get("path")
+    schema = options.get("schema")
+    schema_version = options.get("schema_version", 0)
+    in_memory = options.get("in_memory", False)
+    read_only = options.get("read_only", False)
+    write_timeout_ms = options.get("write_timeout_ms", -1)
+    config: Dict[str, Any] = {}
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+        path = os.fspath(path)
+        if not isinstance(path, str):
+            raise TypeError("path must be text, not bytes")
+        if "\x00" in path:
+            raise ValueError(f"path must not contain NUL characters: {path!r}")
+        config["path"] = path
+    elif not in_memory:
+        raise TypeError("a realm needs a path unless in_memory=True")
+    if schema is not None:
+        if isinstance(schema, (str, bytes, Mapping)) or not isinstance(schema, Iterable):
+            raise TypeError("schema must be a list of object schemas (dicts), "
+                            f"not {type(schema).__name__}")
+        config["schema"] = list(schema)
+    if isinstance(schema_version, bool) or not isinstance(schema_version, int):
+        raise TypeError(f"schema_version must be an int, not {type(schema_version).__name__}")
+    config["schemaVersion"] = schema_version
+    for name, flag in (("in_memory", in_memory), ("read_only", read_only)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+    config["inMemory"] = in_memory
+    config["readOnly"] = read_only
+    if isinstance(write_timeout_ms, bool) or not isinstance(write_timeout_ms, int):
+        raise TypeError(
+            f"write_timeout_ms must be an int, not {type(write_timeout_ms).__name__}")
+    config["writeTimeoutMs"] = write_timeout_ms
+    return config
+
+
+def _config_json(config: Union[PathLike, Mapping[str, Any]]) -> bytes:
+    """The configuration JSON text of a path, or of a mapping with :data:`CONFIG_KEYS`."""
+    if isinstance(config, (str, os.PathLike)):
+        return _json_arg(_config({"path": config}))
+    if not isinstance(config, Mapping):
+        raise TypeError("a configuration must be a path or a mapping of open()'s keyword "
+                        f"arguments ({', '.join(CONFIG_KEYS)}), not {type(config).__name__}")
+    unknown = sorted(str(k) for k in config if k not in CONFIG_KEYS)
+    if unknown:
+        raise TypeError(f"unknown configuration keys {unknown}; a configuration takes "
+                        f"{', '.join(CONFIG_KEYS)}")
+    return _json_arg(_config(config))
+
+
+def _open_handle(config_json: bytes, should_compact: Optional[ShouldCompact]) -> Any:
+    """Opens a realm handle: atoll_realm_open, or atoll_realm_open_with and a ctypes callback
+    for ``should_compact``.
+
+    An exception raised by ``should_compact`` cannot cross into C: the callback answers "do
+    not compact", the realm is closed again, and the exception is raised here.
+    """
+    if should_compact is None:
+        handle = lib.atoll_realm_open(config_json)
+        if not handle:
+            raise_last_error("atoll_realm_open")
+        return handle
+
+    raised: List[BaseException] = []
+
+    def trampoline(total: int, used: int, _userdata: Any) -> bool:
+        try:
+            return bool(should_compact(int(total), int(used)))
+        except BaseException as e:  # noqa: B902 -- it must not reach ctypes, which drops it
+            raised.append(e)
+            return False
+
+    # Both stay referenced until atoll_realm_open_with returns, the only time it may call back.
+    callback = _ffi.atoll_should_compact_fn(trampoline)
+    options = _ffi.atoll_open_options_t(ctypes.sizeof(_ffi.atoll_open_options_t), callback, None)
+    handle = lib.atoll_realm_open_with(config_json, ctypes.byref(options))
+    if not handle:
+        try:
+            raise_last_error("atoll_realm_open_with")
+        except AtollError as e:
+            raise e from (raised[0] if raised else None)
+    if raised:
+        lib.atoll_realm_close(handle)
+        raise raised[0]
+    return handle
 
 
 # MARK: - Finalizers (module functions: they must not hold a reference to their owner)
@@ -167,39 +268,17 @@ class Realm:
         in_memory: bool = False,
         read_only: bool = False,
         write_timeout_ms: int = -1,
+        should_compact_on_launch: Optional[ShouldCompact] = None,
     ) -> None:
         self._handle: Any = None
-        config: Dict[str, Any] = {}
-        if path is not None:
-            if not isinstance(path, (str, os.PathLike)):
-                raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
-            path = os.fspath(path)
-            if not isinstance(path, str):
-                raise TypeError("path must be text, not bytes")
-            if "\x00" in path:
-                raise ValueError(f"path must not contain NUL characters: {path!r}")
-            config["path"] = path
-        elif not in_memory:
-            raise TypeError("open() needs a path unless in_memory=True")
-        if schema is not None:
-            if isinstance(schema, (str, bytes, Mapping)) or not isinstance(schema, Iterable):
-                raise TypeError("schema must be a list of object schemas (dicts), "
-                                f"not {type(schema).__name__}")
-            config["schema"] = list(schema)
-        if isinstance(schema_version, bool) or not isinstance(schema_version, int):
-            raise TypeError(f"schema_version must be an int, not {type(schema_version).__name__}")
-        config["schemaVersion"] = schema_version
-        for name, flag in (("in_memory", in_memory), ("read_only", read_only)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
-        config["inMemory"] = in_memory
-        config["readOnly"] = read_only
-        if isinstance(write_timeout_ms, bool) or not isinstance(write_timeout_ms, int):
-            raise TypeError(
-                f"write_timeout_ms must be an int, not {type(write_timeout_ms).__name__}")
-        config["writeTimeoutMs"] = write_timeout_ms
+        config = _config(dict(path=path, schema=schema, schema_version=schema_version,
+                              in_memory=in_memory, read_only=read_only,
+                              write_timeout_ms=write_timeout_ms))
+        if should_compact_on_launch is not None and not callable(should_compact_on_launch):
+            raise TypeError("should_compact_on_launch must be a callable(total_bytes, used_bytes) "
+                            f"-> bool, not {type(should_compact_on_launch).__name__}")
 
-        self.path: Optional[str] = path  # type: ignore[assignment]
+        self.path: Optional[str] = config.get("path")
         self.write_timeout_ms: int = write_timeout_ms
         self._config_json = _json_arg(config)
         self._lock = threading.Lock()                # guards _results and _handle changes
@@ -207,9 +286,7 @@ class Realm:
         self._write_cond = threading.Condition()     # threads of this process take turns
         self._writer: Optional[int] = None           # thread ident holding the transaction
 
-        handle = lib.atoll_realm_open(self._config_json)
-        if not handle:
-            raise_last_error("atoll_realm_open")
+        handle = _open_handle(self._config_json, should_compact_on_launch)
         self._handle = handle
         self._finalizer = weakref.finalize(self, _close_realm_handle, handle)
 
@@ -420,6 +497,45 @@ class Realm:
         """All objects of a class; narrow with :meth:`Results.filter`."""
         return Results(self, class_name, None, ())
 
+    # MARK: Files
+
+    def write_copy(self, path: PathLike, compact: bool = True) -> None:
+        """Writes a copy of the realm's committed data to a new file (Realm's ``writeCopy``).
+
+        ``compact=True`` writes the data in as few pages as possible; ``False`` copies every
+        page as it is. An in-memory realm can be copied to a file. Raises FileError when
+        ``path`` (or a ``-wal``/``-shm``/``-journal`` file beside it) exists or cannot be
+        written, AlreadyInWriteError inside a write transaction. A failed copy leaves no file.
+        """
+        target = _cstr(os.fspath(path) if isinstance(path, os.PathLike) else path, "path")
+        if not isinstance(compact, bool):
+            raise TypeError(f"compact must be a bool, not {type(compact).__name__}")
+        if not lib.atoll_realm_write_copy(self._h(), target, compact):
+            raise_last_error("atoll_realm_write_copy")
+
+    def write_copy_to(self, config: Union[PathLike, Mapping[str, Any]]) -> None:
+        """Writes a compacted copy to a configuration's path, then checks that the copy opens
+        with that configuration (schema, schema_version); when it does not, the copy is
+        removed and the open's error (SchemaMismatchError...) is raised.
+
+        ``config`` is a path or a mapping of :data:`CONFIG_KEYS` (open()'s keyword
+        arguments)::
+
+            realm.write_copy_to({"path": "v2.realm", "schema": schema, "schema_version": 2})
+        """
+        config_json = _config_json(config)
+        if not lib.atoll_realm_write_copy_to(self._h(), config_json):
+            raise_last_error("atoll_realm_write_copy_to")
+
+    def compact(self) -> None:
+        """Compacts the file: rewrites the data in as few pages as possible and gives the free
+        pages back to the file system. Other handles and processes may keep the realm open;
+        waits for another writer like :meth:`begin_write` (BusyError past
+        ``write_timeout_ms``). AlreadyInWriteError inside a write transaction, ReadOnlyError
+        for a read-only realm."""
+        if not lib.atoll_realm_compact(self._h()):
+            raise_last_error("atoll_realm_compact")
+
     # MARK: Results bookkeeping
 
     def _forget(self, results: "Results") -> None:
@@ -442,10 +558,38 @@ def open(
     in_memory: bool = False,
     read_only: bool = False,
     write_timeout_ms: int = -1,
+    should_compact_on_launch: Optional[ShouldCompact] = None,
 ) -> Realm:
-    """Opens (creating when needed) a realm. See :class:`Realm`."""
+    """Opens (creating when needed) a realm. See :class:`Realm`.
+
+    ``should_compact_on_launch(total_bytes, used_bytes) -> bool`` is called once during the
+    open (not for read-only or in-memory realms), on this thread, with the database's size and
+    the part of it that holds data; when it returns true and no other handle or process has
+    the file open, the file is compacted before the realm is returned. If it raises, the file
+    is not compacted, the realm is closed again and open() raises that exception.
+    """
     return Realm(path, schema=schema, schema_version=schema_version, in_memory=in_memory,
-                 read_only=read_only, write_timeout_ms=write_timeout_ms)
+                 read_only=read_only, write_timeout_ms=write_timeout_ms,
+                 should_compact_on_launch=should_compact_on_launch)
+
+
+def file_exists(config: Union[PathLike, Mapping[str, Any]]) -> bool:
+    """Whether the database file of a configuration exists (a path, or a mapping of
+    :data:`CONFIG_KEYS`). An in-memory configuration has no file: False."""
+    out = ctypes.c_bool(False)
+    if not lib.atoll_realm_file_exists(_config_json(config), ctypes.byref(out)):
+        raise_last_error("atoll_realm_file_exists")
+    return bool(out.value)
+
+
+def delete_files(config: Union[PathLike, Mapping[str, Any]]) -> bool:
+    """Deletes the database file of a configuration with its ``-wal``, ``-shm`` and
+    ``-journal`` files; returns whether any file was deleted (files that do not exist are not
+    an error). Raises BusyError while the realm is open, in this process or another."""
+    out = ctypes.c_bool(False)
+    if not lib.atoll_realm_delete_files(_config_json(config), ctypes.byref(out)):
+        raise_last_error("atoll_realm_delete_files")
+    return bool(out.value)
 
 
 # MARK: - Results

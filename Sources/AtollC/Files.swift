@@ -1,0 +1,100 @@
+import AtollJSON
+import AtollStore
+
+// atoll_realm_open_with, atoll_realm_write_copy*, atoll_realm_compact,
+// atoll_realm_file_exists, atoll_realm_delete_files: a realm's files.
+
+/// `atoll_should_compact_fn`.
+typealias ShouldCompactFunction = @convention(c) (UInt64, UInt64, UnsafeMutableRawPointer?) -> Bool
+
+/// The C layout of `atoll_open_options_t`. Fields are only ever added at the end; `size` says
+/// how many the host's header had.
+struct OpenOptions {
+    var size: Int
+    var shouldCompact: ShouldCompactFunction?
+    var shouldCompactUserdata: UnsafeMutableRawPointer?
+}
+
+/// A host's should-compact callback with its userdata, as a Swift closure. The pointer is the
+/// host's: it is only used during `atoll_realm_open_with`, on the calling thread.
+private final class ShouldCompactCallback: @unchecked Sendable {
+    let function: ShouldCompactFunction
+    let userdata: UnsafeMutableRawPointer?
+    init(_ function: ShouldCompactFunction, _ userdata: UnsafeMutableRawPointer?) {
+        self.function = function
+        self.userdata = userdata
+    }
+    func callAsFunction(_ total: UInt64, _ used: UInt64) -> Bool { function(total, used, userdata) }
+}
+
+/// A configuration JSON argument.
+private func configuration(_ p: UnsafePointer<CChar>?) throws -> Configuration {
+    guard let p else { throw AtollError(.invalidArgument, "config_json is NULL") }
+    return try ConfigurationJSON.configuration(p)
+}
+
+@_cdecl("atoll_realm_open_with")
+public func atoll_realm_open_with(_ config: UnsafePointer<CChar>?, _ options: UnsafeRawPointer?) -> OpaquePointer? {
+    call(nil) {
+        var configuration = try configuration(config)
+        if let options {
+            // `size` must cover every field read below and no more than this library knows.
+            let size = options.load(as: Int.self)
+            let minimum = MemoryLayout<OpenOptions>.size  // this version reads every field
+            let maximum = MemoryLayout<OpenOptions>.size
+            guard size >= minimum, size <= maximum else {
+                throw AtollError(.invalidArgument, "options->size must be sizeof(atoll_open_options_t) "
+                    + "(\(maximum) for this library), not \(size)")
+            }
+            let read = options.load(as: OpenOptions.self)
+            if let function = read.shouldCompact {
+                let callback = ShouldCompactCallback(function, read.shouldCompactUserdata)
+                configuration.shouldCompactOnLaunch = { total, used in callback(total, used) }
+            }
+        }
+        let store = try Store(configuration)
+        return handles.insert(.realm(store))
+    }
+}
+
+@_cdecl("atoll_realm_write_copy")
+public func atoll_realm_write_copy(_ realm: OpaquePointer?, _ path: UnsafePointer<CChar>?, _ compact: Bool) -> Bool {
+    call(false) {
+        let s = try store(realm)
+        try s.writeCopy(to: try text(path, "path"), compact: compact)
+        return true
+    }
+}
+
+@_cdecl("atoll_realm_write_copy_to")
+public func atoll_realm_write_copy_to(_ realm: OpaquePointer?, _ config: UnsafePointer<CChar>?) -> Bool {
+    call(false) {
+        let s = try store(realm)
+        try s.writeCopy(to: try configuration(config))
+        return true
+    }
+}
+
+@_cdecl("atoll_realm_compact")
+public func atoll_realm_compact(_ realm: OpaquePointer?) -> Bool {
+    call(false) { try store(realm).compact(); return true }
+}
+
+@_cdecl("atoll_realm_file_exists")
+public func atoll_realm_file_exists(_ config: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Bool>?) -> Bool {
+    call(false) {
+        let c = try configuration(config)
+        guard let out else { throw AtollError(.invalidArgument, "out_exists is NULL") }
+        out.pointee = try Store.fileExists(c)
+        return true
+    }
+}
+
+@_cdecl("atoll_realm_delete_files")
+public func atoll_realm_delete_files(_ config: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Bool>?) -> Bool {
+    call(false) {
+        let deleted = try Store.deleteFiles(try configuration(config))
+        out?.pointee = deleted
+        return true
+    }
+}
