@@ -17,10 +17,21 @@ public struct Configuration: Sendable {
     /// the file's total and used bytes; see `Store+Files.swift`. Not asked for read-only or
     /// in-memory stores.
     public var shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)?
+    /// Runs when the file's schema version is lower than `schemaVersion`, after the file's
+    /// classes were changed to the new schema, to move data from the old objects to the new
+    /// ones (see `Migration`). Throwing cancels the migration and the open: the file stays as
+    /// it was.
+    public var migration: (@Sendable (Migration) throws -> Void)?
+    /// Deletes every object and class instead of failing when the file's schema would need a
+    /// migration (Realm's `deleteRealmIfMigrationNeeded`). Lower schema versions still fail.
+    public var deleteRealmIfMigrationNeeded: Bool
 
     public init(path: String? = nil, inMemory: Bool = false, schema: Schema? = nil, schemaVersion: UInt64 = 0,
                 readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil,
-                shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)? = nil) {
+                shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)? = nil,
+                migration: (@Sendable (Migration) throws -> Void)? = nil, deleteRealmIfMigrationNeeded: Bool = false) {
+        self.migration = migration
+        self.deleteRealmIfMigrationNeeded = deleteRealmIfMigrationNeeded
         self.path = path
         self.inMemory = inMemory
         self.schema = schema
