@@ -85,6 +85,9 @@ public final class Store: @unchecked Sendable {
     /// Write operations and transaction ends so far: with `PRAGMA data_version`, tells whether
     /// the data changed (see `DataStamp`).
     var writeCount = 0
+    /// Set while a migration callback runs: its writes belong to the migration's transaction,
+    /// which only the migration commits.
+    var migrating = false
     /// How deep the object being written is nested in inline links and embedded objects.
     var nesting = 0
     static let maxNesting = 100
@@ -225,6 +228,7 @@ public final class Store: @unchecked Sendable {
     public func commit() throws {
         try locked { conn in
             guard let state = write else { throw AtollError(.notInWrite, "commit: the realm is not in a write transaction") }
+            guard !migrating else { throw AtollError(.invalidArgument, "commit: a migration commits its own transaction when its callback returns") }
             do {
                 if state.recorder.total > 0 {
                     try state.recorder.flush(conn, version: state.version)
@@ -252,6 +256,7 @@ public final class Store: @unchecked Sendable {
     public func cancelWrite() throws {
         try locked { conn in
             guard write != nil else { throw AtollError(.notInWrite, "cancel: the realm is not in a write transaction") }
+            guard !migrating else { throw AtollError(.invalidArgument, "cancel: to cancel a migration, fail its callback") }
             write = nil
             writeCount += 1
             try conn.statement("ROLLBACK").run()

@@ -168,7 +168,11 @@ extension Store {
         let state = WriteState(version: UInt64(latest.int64(0)) + 1)
         latest.reset()
         write = state
-        defer { write = nil }
+        migrating = true
+        defer {
+            write = nil
+            migrating = false
+        }
         let migration = Migration(oldSchema: old, newSchema: wanted, oldVersion: stored.version,
                                   newVersion: configuration.schemaVersion, realm: self,
                                   oldObjects: oldObjects, rebuilt: rebuilt)
