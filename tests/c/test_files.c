@@ -232,21 +232,37 @@ static void test_write_copy_to_a_configuration(void) {
     char copy[1024], config[4096];
     snprintf(copy, sizeof copy, "%s", atoll_tmp_realm_path("to-config-copy"));
 
-    /* Dog.age as a string needs a migration: refused, and no file is left. */
-    snprintf(config, sizeof config,
-             "{\"path\": \"%s\", \"schemaVersion\": 1, \"schema\": [{\"name\": \"Dog\", "
-             "\"primaryKey\": \"_id\", \"properties\": {\"_id\": \"int\", \"name\": \"string\", "
-             "\"age\": \"string\"}}]}",
-             copy);
+    /* Dog.age as a string needs a migration; without a higher schemaVersion it is refused, and
+     * no file is left. */
+    static const char *const retyped =
+        "[{\"name\": \"Dog\", \"primaryKey\": \"_id\", \"properties\": {\"_id\": \"int\", "
+        "\"name\": \"string\", \"age\": \"string\"}}]";
+    snprintf(config, sizeof config, "{\"path\": \"%s\", \"schema\": %s}", copy, retyped);
     CHECK(!atoll_realm_write_copy_to(realm, config));
     CHECK_ERR(ATOLL_ERR_SCHEMA_MISMATCH, "does not open with the configuration");
     CHECK(!any_file_left(copy));
+
+    /* With a higher schemaVersion the copy is migrated (no callback: age takes its default). */
+    char migrated[1024];
+    snprintf(migrated, sizeof migrated, "%s", atoll_tmp_realm_path("to-config-migrated"));
+    snprintf(config, sizeof config, "{\"path\": \"%s\", \"schemaVersion\": 1, \"schema\": %s}",
+             migrated, retyped);
+    CHECK(atoll_realm_write_copy_to(realm, config));
+    CHECK_OK();
+    atoll_realm_t *opened = atoll_realm_open(config);
+    if (CHECK(opened != NULL)) {
+        CHECK_INT(count_dogs(opened, "age == ''"), 3);
+        uint64_t schema_version = 0;
+        CHECK(atoll_realm_schema_version(opened, &schema_version));
+        CHECK_INT(schema_version, 1);
+        atoll_realm_close(opened);
+    }
 
     /* A configuration the data fits: the copy opens with it. */
     snprintf(config, sizeof config, "{\"path\": \"%s\", \"schema\": %s}", copy, ATOLL_TEST_SCHEMA);
     CHECK(atoll_realm_write_copy_to(realm, config));
     CHECK_OK();
-    atoll_realm_t *opened = atoll_realm_open(config);
+    opened = atoll_realm_open(config);
     if (CHECK(opened != NULL)) {
         CHECK_INT(count_dogs(opened, NULL), 3);
         atoll_realm_close(opened);
