@@ -65,7 +65,10 @@ func call<T>(_ failure: T, _ body: () throws -> T) -> T {
 enum HandleEntry {
     case realm(Store)
     case closedRealm
-    case results(Results)
+    /// Results; `migrationRealm` is the value of the migration realm handle they were made on,
+    /// if they were: they fail as closed once that handle is (when the migration callback
+    /// returns), as results of any closed realm do.
+    case results(Results, migrationRealm: UInt?)
     /// The realm a migration callback works on: usable as a realm, not closed by
     /// atoll_realm_close(); a `closedRealm` once the callback returns.
     case migratingRealm(Store)
@@ -116,7 +119,11 @@ func store(_ handle: OpaquePointer?) throws -> Store {
 func results(_ handle: OpaquePointer?) throws -> Results {
     guard let handle else { throw AtollError(.invalidArgument, "results is NULL") }
     switch handles.get(handle) {
-    case .results(let r): return r
+    case .results(let r, let migrationRealm):
+        if let migrationRealm, case .closedRealm = handles.get(OpaquePointer(bitPattern: migrationRealm)) {
+            throw AtollError(.closed, "the realm is closed: these results were made on a migration's realm, which closes when the migration callback returns")
+        }
+        return r
     case .realm, .closedRealm, .migratingRealm, .migration, .endedMigration:
         throw AtollError(.invalidArgument, "a realm or migration handle was passed where results are expected")
     case nil: throw AtollError(.invalidArgument, "not a results handle (never made, or freed)")

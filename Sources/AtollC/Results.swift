@@ -16,7 +16,9 @@ private func query(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, 
         }
         arguments = items
     }
-    return handles.insert(.results(try s.objects(name, where: queryText, arguments)))
+    var migrationRealm: UInt?
+    if let realm, case .migratingRealm = handles.get(realm) { migrationRealm = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(realm))) }
+    return handles.insert(.results(try s.objects(name, where: queryText, arguments), migrationRealm: migrationRealm))
 }
 
 @_cdecl("atoll_results_query")
