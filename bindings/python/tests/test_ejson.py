@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from atoll import ObjectId, ejson
+from atoll import Link, ObjectId, ejson
 
 UTC = dt.timezone.utc
 
@@ -93,8 +93,41 @@ def test_unencodable_values_are_type_errors():
         ejson.dumps({"x": object()})
     with pytest.raises(TypeError, match="keys must be str"):
         ejson.dumps({1: "one"})
-    with pytest.raises(TypeError):
-        ejson.dumps({1, 2})
+    with pytest.raises(TypeError, match="keys must be str"):
+        ejson.dumps({"tags": {frozenset({1}): 1}})
+    with pytest.raises(TypeError, match="Link.class_name must be a str"):
+        Link(5, 1)
+
+
+def test_sets_encode_as_arrays():
+    assert sorted(ejson.encode({3, 1, 2})) == [1, 2, 3]
+    assert ejson.encode(frozenset({"a"})) == ["a"]
+    assert ejson.encode({"tags": set()}) == {"tags": []}
+    # Non-finite floats inside a set take the $numberDouble form like anywhere else.
+    assert ejson.encode({"w": {math.inf}}) == {"w": [{"$numberDouble": "Infinity"}]}
+    assert ejson.encode([frozenset({math.nan})]) == [[{"$numberDouble": "NaN"}]]
+    assert ejson.loads(ejson.dumps({ObjectId("65f0a1b2c3d4e5f60718293a")})) == \
+        [ObjectId("65f0a1b2c3d4e5f60718293a")]
+
+
+def test_links_are_dbrefs_both_ways():
+    oid = ObjectId("65f0a1b2c3d4e5f60718293a")
+    u = uuid.UUID("f81d4fae-7dec-11d0-a765-00a0c91e6bf6")
+    assert ejson.encode(Link("Dog", 5)) == {"$ref": "Dog", "$id": 5}
+    assert ejson.encode(Link("Cat", oid)) == {"$ref": "Cat", "$id": {"$oid": str(oid)}}
+    assert ejson.encode({"any": [Link("G", u)]}) == \
+        {"any": [{"$ref": "G", "$id": {"$uuid": str(u)}}]}
+    assert ejson.loads('{"$ref": "Dog", "$id": 5}') == Link("Dog", 5)
+    assert ejson.loads('{"$id": "x", "$ref": "Dog"}') == Link("Dog", "x")
+    assert ejson.loads('{"$ref": "Cat", "$id": {"$oid": "65f0a1b2c3d4e5f60718293a"}}') == \
+        Link("Cat", oid)
+    # Not links: a third key, a $ref that is not a string.
+    assert ejson.loads('{"$ref": "Dog", "$id": 5, "x": 1}') == {"$ref": "Dog", "$id": 5, "x": 1}
+    assert ejson.loads('{"$ref": 1, "$id": 5}') == {"$ref": 1, "$id": 5}
+    # Frozen and hashable: links can be set elements and dict keys.
+    assert len({Link("Dog", 1), Link("Dog", 1), Link("Dog", 2)}) == 2
+    with pytest.raises(AttributeError):
+        Link("Dog", 1).class_name = "Cat"  # type: ignore[misc]
 
 
 def test_round_trip_of_every_type():
@@ -103,5 +136,6 @@ def test_round_trip_of_every_type():
         "old": dt.datetime(1955, 11, 5, 6, 15, tzinfo=UTC),
         "u": uuid.uuid4(), "bin": bytes(range(256)), "dec": decimal.Decimal("3.14159"),
         "oid": ObjectId(), "nan": [math.inf], "n": None, "b": False, "i": -2**63, "f": 0.1,
+        "link": Link("Dog", ObjectId()),
     }
     assert ejson.loads(ejson.dumps(value)) == value

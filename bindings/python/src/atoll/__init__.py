@@ -14,12 +14,14 @@ from __future__ import annotations
 from . import _ffi
 from .errors import (AlreadyInWriteError, AtollError, BusyError, ClosedError,
                      DuplicatePrimaryKeyError, FileError, InternalError, InvalidArgumentError,
-                     InvalidJSONError, MissingValueError, NoSuchClassError, NoSuchPropertyError,
-                     NotFoundError, NotInWriteError, QueryError, QueryInvalidError,
-                     QuerySyntaxError, ReadOnlyError, SchemaError, SchemaMismatchError,
-                     TypeMismatchError)
+                     InvalidJSONError, MigrationError, MissingValueError, NoSuchClassError,
+                     NoSuchPropertyError, NotFoundError, NotInWriteError, QueryError,
+                     QueryInvalidError, QuerySyntaxError, ReadOnlyError, SchemaError,
+                     SchemaMismatchError, TypeMismatchError)
+from .ejson import Link
 from .objectid import ObjectId
-from .realm import CONFIG_KEYS, Realm, Results, UPDATE_POLICIES, delete_files, file_exists, open
+from .realm import (CONFIG_KEYS, Migration, Realm, Results, UPDATE_POLICIES, delete_files,
+                    file_exists, open)
 
 __version__ = "0.1.0"
 
@@ -35,11 +37,12 @@ def library_path() -> str:
 
 
 __all__ = [
-    "open", "Realm", "Results", "ObjectId", "UPDATE_POLICIES", "library_version",
-    "library_path", "file_exists", "delete_files", "CONFIG_KEYS",
+    "open", "Realm", "Results", "Migration", "ObjectId", "Link", "UPDATE_POLICIES",
+    "library_version", "library_path", "file_exists", "delete_files", "CONFIG_KEYS",
     "AtollError", "InvalidArgumentError", "InvalidJSONError", "SchemaError",
     "SchemaMismatchError", "NotFoundError", "DuplicatePrimaryKeyError", "QueryError",
     "QuerySyntaxError", "QueryInvalidError", "NotInWriteError", "AlreadyInWriteError",
     "FileError", "ClosedError", "ReadOnlyError", "BusyError", "NoSuchClassError",
     "NoSuchPropertyError", "TypeMismatchError", "MissingValueError", "InternalError",
+    "MigrationError",
 ]

@@ -16,8 +16,9 @@ Ownership rules from the header, as they appear here:
   would copy the text and lose the pointer); read them with :func:`take_string`, which copies
   the bytes and frees the pointer with ``atoll_free``.
 * ``const char *`` results that are static or borrowed are declared ``c_char_p``.
-* Handles are pointers to opaque structures (:data:`RealmPtr`, :data:`ResultsPtr`), so that
-  ctypes refuses a results handle where a realm handle is expected.
+* Handles are pointers to opaque structures (:data:`RealmPtr`, :data:`ResultsPtr`,
+  :data:`MigrationPtr`), so that ctypes refuses a results handle where a realm handle is
+  expected.
 
 The ``_j`` functions (``atoll_object_create_j`` and friends) take and return jansson
 ``json_t *`` values. Python has no ``json_t``, so they are deliberately not declared here;
@@ -29,8 +30,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_int, c_size_t, c_uint64,
-                    c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char_p, c_int, c_int64, c_size_t,
+                    c_uint64, c_void_p)
 from typing import List, Optional
 
 #: ATOLL_VERSION_NUMBER of the include/atoll.h this binding was written against.
@@ -92,8 +93,14 @@ class atoll_results_t(Structure):
     """typedef struct atoll_results atoll_results_t;  (opaque)"""
 
 
+class atoll_migration_t(Structure):
+    """typedef struct atoll_migration atoll_migration_t;  (opaque; valid only during the
+    migration callback)"""
+
+
 RealmPtr = POINTER(atoll_realm_t)
 ResultsPtr = POINTER(atoll_results_t)
+MigrationPtr = POINTER(atoll_migration_t)
 
 
 class atoll_error_t(Structure):
@@ -112,17 +119,26 @@ class atoll_error_t(Structure):
 atoll_should_compact_fn = CFUNCTYPE(c_bool, c_uint64, c_uint64, c_void_p)
 
 
+#: typedef bool (*atoll_migration_fn)(atoll_migration_t *migration, void *userdata);
+#: Called on the thread that calls atoll_realm_open_with(), during that call only; the migration
+#: handle (declared as MigrationPtr rather than void *, so that ctypes keeps it apart from other
+#: handles) is valid until the callback returns.
+atoll_migration_fn = CFUNCTYPE(c_bool, MigrationPtr, c_void_p)
+
+
 class atoll_open_options_t(Structure):
     """typedef struct atoll_open_options {
         size_t size; atoll_should_compact_fn should_compact; void *should_compact_userdata;
+        atoll_migration_fn migration; void *migration_userdata;
     } atoll_open_options_t;
 
-    ``size`` must be ``ctypes.sizeof(atoll_open_options_t)``. The callback object must stay
-    referenced for as long as the library may call it (the duration of the open call).
+    ``size`` must be ``ctypes.sizeof(atoll_open_options_t)``. The callback objects must stay
+    referenced for as long as the library may call them (the duration of the open call).
     """
 
     _fields_ = [("size", c_size_t), ("should_compact", atoll_should_compact_fn),
-                ("should_compact_userdata", c_void_p)]
+                ("should_compact_userdata", c_void_p), ("migration", atoll_migration_fn),
+                ("migration_userdata", c_void_p)]
 
 
 # atoll_status_e
@@ -146,6 +162,7 @@ ATOLL_ERR_NO_SUCH_PROPERTY = 16
 ATOLL_ERR_TYPE_MISMATCH = 17
 ATOLL_ERR_MISSING_VALUE = 18
 ATOLL_ERR_INTERNAL = 19
+ATOLL_ERR_MIGRATION = 20
 
 # atoll_update_policy_e
 ATOLL_UPDATE_ERROR = 0
@@ -236,6 +253,38 @@ _declare("atoll_realm_file_exists", c_bool, [c_char_p, POINTER(c_bool)])
 
 # bool atoll_realm_delete_files(const char *config_json, bool *out_deleted);
 _declare("atoll_realm_delete_files", c_bool, [c_char_p, POINTER(c_bool)])
+
+# MARK: Migrations (valid only during the migration callback; ATOLL_ERR_CLOSED afterwards)
+
+# atoll_realm_t *atoll_migration_realm(atoll_migration_t *migration);
+#                                     -- borrowed; valid until the callback returns; never close
+_declare("atoll_migration_realm", RealmPtr, [MigrationPtr])
+
+# char *atoll_migration_old_schema(atoll_migration_t *migration);   -- caller owns; atoll_free()
+_declare("atoll_migration_old_schema", c_void_p, [MigrationPtr])
+
+# char *atoll_migration_new_schema(atoll_migration_t *migration);   -- caller owns; atoll_free()
+_declare("atoll_migration_new_schema", c_void_p, [MigrationPtr])
+
+# bool atoll_migration_versions(atoll_migration_t *migration, uint64_t *out_old,
+#                               uint64_t *out_new);
+_declare("atoll_migration_versions", c_bool,
+         [MigrationPtr, POINTER(c_uint64), POINTER(c_uint64)])
+
+# char *atoll_migration_old_objects(atoll_migration_t *migration, const char *class_name);
+#                                                             -- caller owns; atoll_free()
+_declare("atoll_migration_old_objects", c_void_p, [MigrationPtr, c_char_p])
+
+# bool atoll_migration_set(atoll_migration_t *migration, const char *class_name, int64_t key,
+#                          const char *values_json);
+_declare("atoll_migration_set", c_bool, [MigrationPtr, c_char_p, c_int64, c_char_p])
+
+# bool atoll_migration_rename_property(atoll_migration_t *migration, const char *class_name,
+#                                      const char *from, const char *to);
+_declare("atoll_migration_rename_property", c_bool, [MigrationPtr, c_char_p, c_char_p, c_char_p])
+
+# bool atoll_migration_delete_data(atoll_migration_t *migration, const char *class_name);
+_declare("atoll_migration_delete_data", c_bool, [MigrationPtr, c_char_p])
 
 # MARK: Objects
 

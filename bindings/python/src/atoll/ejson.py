@@ -6,7 +6,9 @@ Python                 Extended JSON
 None, bool, int, str   null, true/false, number, string
 float                  number; NaN / Infinity / -Infinity as {"$numberDouble": "NaN"} etc.
 list, tuple            array (decoded as list)
+set, frozenset         array: a set property's value (decoded as list, in the stored order)
 dict (str keys)        object (non-str keys raise TypeError rather than being stringified)
+atoll.Link             {"$ref": "Dog", "$id": <primary key>}: a link held in a mixed value
 datetime.datetime      {"$date": "2024-05-01T12:00:00.123Z"} -- see below
 uuid.UUID              {"$uuid": "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}
 bytes, bytearray       {"$binary": {"base64": "...", "subType": "00"}}
@@ -20,10 +22,19 @@ and truncated to milliseconds (the precision of $date). Dates before 1970 are wr
 {"$date": {"$numberLong": "<ms>"}}, as the relaxed form asks. Decoded dates are always
 aware, in UTC.
 
+Sets: a set property reads back as a list, its elements distinct and in the order they were
+first given. A Python ``set`` has no order of its own (strings even change order between runs),
+so give a list, or ``dict.fromkeys(items)``, when the order matters.
+
+Links: an ordinary link property holds (and reads back as) the target's primary key; a link
+*in a mixed value* (``"mixed"``, ``"mixed[]"``, ``"mixed{}"``) and in the change log is a
+:class:`Link`, written ``{"$ref": class, "$id": primary key}``. For a class without a primary
+key, ``primary_key`` is the object's ``_atoll_key``.
+
 On input these forms are accepted as well: {"$date": <int ms>}, {"$date": {"$numberLong":
 "..."}}, {"$binary": {"base64": ..., "subType": "04"}} (a UUID), {"$numberDouble": "..."},
 {"$numberLong": "..."}, {"$numberInt": "..."}. A wrapper is recognised only when it is the
-object's only key.
+object's only key (a link: when "$ref" and "$id" are its only two).
 """
 
 from __future__ import annotations
@@ -35,11 +46,32 @@ import json
 import math
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any, Dict
 
 from .objectid import ObjectId
 
-__all__ = ["dumps", "loads", "encode", "decode"]
+__all__ = ["dumps", "loads", "encode", "decode", "Link"]
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link to an object, as a mixed value holds it: its class and primary key.
+
+    >>> realm.create("Bag", {"_id": 1, "anything": atoll.Link("Dog", 5)})["anything"]
+    Link(class_name='Dog', primary_key=5)
+
+    Written ``{"$ref": "Dog", "$id": 5}`` in Extended JSON (MongoDB's DBRef form). For a class
+    without a primary key, ``primary_key`` is the object's ``_atoll_key``. Frozen, so it can be
+    a set element or a dict key; two links are equal when class and key are.
+    """
+
+    class_name: str
+    primary_key: Any
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.class_name, str):
+            raise TypeError(f"Link.class_name must be a str, not {type(self.class_name).__name__}")
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -79,6 +111,10 @@ def _default(value: Any) -> Any:
         return {"$numberDecimal": str(value)}
     if isinstance(value, ObjectId):
         return {"$oid": str(value)}
+    if isinstance(value, Link):
+        return {"$ref": value.class_name, "$id": value.primary_key}
+    if isinstance(value, (set, frozenset)):
+        return list(value)
     if isinstance(value, _dt.date):
         raise TypeError(
             f"date {value.isoformat()} is not a datetime; atoll dates are instants: pass "
@@ -105,7 +141,7 @@ def _prepare(value: Any) -> Any:
                 raise TypeError(f"object keys must be str, not {type(k).__name__} ({k!r})")
             out[k] = _prepare(v)
         return out
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return [_prepare(v) for v in value]
     return value
 
@@ -124,9 +160,9 @@ def _needs_prepare(value: Any) -> bool:
             if not isinstance(k, str):
                 raise TypeError(f"object keys must be str, not {type(k).__name__} ({k!r})")
         items = value.values()
-    elif kind is list or kind is tuple:
+    elif kind is list or kind is tuple or kind is set or kind is frozenset:
         items = value
-    elif isinstance(value, (dict, list, tuple)):  # subclasses: the careful path
+    elif isinstance(value, (dict, list, tuple, set, frozenset)):  # subclasses: the careful path
         return True
     else:
         return isinstance(value, float) and not math.isfinite(value)  # float subclasses too
@@ -185,6 +221,8 @@ def _double_from_ejson(raw: str) -> float:
 
 def _object_hook(obj: Dict[str, Any]) -> Any:
     if len(obj) != 1:
+        if len(obj) == 2 and "$ref" in obj and "$id" in obj and isinstance(obj["$ref"], str):
+            return Link(obj["$ref"], obj["$id"])
         return obj
     (key, raw), = obj.items()
     if not key.startswith("$"):

@@ -22,7 +22,8 @@ The tree::
      ├── NoSuchPropertyError         ATOLL_ERR_NO_SUCH_PROPERTY      16
      ├── TypeMismatchError           ATOLL_ERR_TYPE_MISMATCH         17
      ├── MissingValueError           ATOLL_ERR_MISSING_VALUE         18
-     └── InternalError               ATOLL_ERR_INTERNAL              19
+     ├── InternalError               ATOLL_ERR_INTERNAL              19
+     └── MigrationError              ATOLL_ERR_MIGRATION             20
 
 A code this binding does not know (the header says new ones may be added) raises a plain
 :class:`AtollError` carrying that code. Errors that Python itself can see before calling the
@@ -175,6 +176,16 @@ class InternalError(AtollError):
     """An unexpected failure inside the library or SQLite."""
 
 
+@_status(20, "ATOLL_ERR_MIGRATION")
+class MigrationError(AtollError):
+    """A migration failed: its callback failed (the message is the callback's last atoll
+    error, if it had one). The file is left as it was.
+
+    When the Python migration callable of :func:`atoll.open` raises, ``open`` raises that
+    exception itself, with this error as its ``__context__``.
+    """
+
+
 #: code -> exception class, for every code of atoll_status_e except ATOLL_OK.
 ERRORS_BY_CODE: Dict[int, Type[AtollError]] = {
     cls.status: cls  # type: ignore[misc]
@@ -183,7 +194,7 @@ ERRORS_BY_CODE: Dict[int, Type[AtollError]] = {
         NotFoundError, DuplicatePrimaryKeyError, QuerySyntaxError, QueryInvalidError,
         NotInWriteError, AlreadyInWriteError, FileError, ClosedError, ReadOnlyError,
         BusyError, NoSuchClassError, NoSuchPropertyError, TypeMismatchError,
-        MissingValueError, InternalError,
+        MissingValueError, InternalError, MigrationError,
     )
 }
 
@@ -197,8 +208,8 @@ def error_for(code: int, message: str) -> AtollError:
     return cls(message, code)
 
 
-def raise_last_error(function: str) -> NoReturn:
-    """Raises the exception for this thread's ``atoll_last_error()``.
+def last_error(function: str) -> AtollError:
+    """The exception for this thread's ``atoll_last_error()``, not raised.
 
     Call it right after a libatoll call (on the same thread) that reported failure.
     ``function`` names that call, for the rare case where the library reported failure
@@ -206,12 +217,17 @@ def raise_last_error(function: str) -> NoReturn:
     """
     failed, code, message = _ffi.last_error()
     if not failed or code == _ffi.ATOLL_OK:
-        raise InternalError(
+        return InternalError(
             f"{function}() reported failure but atoll_last_error() holds no error "
             f"(code {code}, message {message!r})",
             _ffi.ATOLL_ERR_INTERNAL,
         )
-    raise error_for(code, message or f"{function}() failed with no message")
+    return error_for(code, message or f"{function}() failed with no message")
+
+
+def raise_last_error(function: str) -> NoReturn:
+    """Raises :func:`last_error` (see there)."""
+    raise last_error(function)
 
 
 def closed_error(what: str = "realm") -> ClosedError:

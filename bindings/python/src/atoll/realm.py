@@ -26,11 +26,11 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Opti
                     Tuple, Union, overload)
 
 from . import _ffi, ejson
-from .errors import (AtollError, BusyError, ClosedError, NotFoundError, NotInWriteError,
-                     closed_error, raise_last_error)
+from .errors import (AlreadyInWriteError, AtollError, BusyError, ClosedError, NotFoundError,
+                     NotInWriteError, closed_error, last_error, raise_last_error)
 
-__all__ = ["Realm", "Results", "open", "file_exists", "delete_files", "UPDATE_POLICIES",
-           "CONFIG_KEYS"]
+__all__ = ["Realm", "Results", "Migration", "open", "file_exists", "delete_files",
+           "UPDATE_POLICIES", "CONFIG_KEYS"]
 
 lib = _ffi.lib
 
@@ -45,6 +45,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 Object = Dict[str, Any]
 #: should_compact_on_launch: called with (total_bytes, used_bytes); returns whether to compact.
 ShouldCompact = Callable[[int, int], bool]
+#: migration: called with a :class:`Migration`; raises to fail the migration (what it returns
+#: is ignored).
+MigrationCallback = Callable[["Migration"], Any]
 
 
 # MARK: - Argument helpers
@@ -94,7 +97,8 @@ def _size(value: Any, what: str) -> int:
 # MARK: - Configurations
 
 #: The keys of a configuration mapping: open()'s keyword arguments that describe the file.
-CONFIG_KEYS = ("path", "schema", "schema_version", "in_memory", "read_only", "write_timeout_ms")
+CONFIG_KEYS = ("path", "schema", "schema_version", "in_memory", "read_only", "write_timeout_ms",
+               "delete_realm_if_migration_needed")
 
 
 def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
@@ -106,6 +110,7 @@ def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
     in_memory = options.get("in_memory", False)
     read_only = options.get("read_only", False)
     write_timeout_ms = options.get("write_timeout_ms", -1)
+    delete_if_needed = options.get("delete_realm_if_migration_needed", False)
     config: Dict[str, Any] = {}
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
@@ -126,11 +131,14 @@ def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
     if isinstance(schema_version, bool) or not isinstance(schema_version, int):
         raise TypeError(f"schema_version must be an int, not {type(schema_version).__name__}")
     config["schemaVersion"] = schema_version
-    for name, flag in (("in_memory", in_memory), ("read_only", read_only)):
+    for name, flag in (("in_memory", in_memory), ("read_only", read_only),
+                       ("delete_realm_if_migration_needed", delete_if_needed)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
     config["inMemory"] = in_memory
     config["readOnly"] = read_only
+    if delete_if_needed:
+        config["deleteRealmIfMigrationNeeded"] = True
     if isinstance(write_timeout_ms, bool) or not isinstance(write_timeout_ms, int):
         raise TypeError(
             f"write_timeout_ms must be an int, not {type(write_timeout_ms).__name__}")
@@ -152,40 +160,74 @@ def _config_json(config: Union[PathLike, Mapping[str, Any]]) -> bytes:
     return _json_arg(_config(config))
 
 
-def _open_handle(config_json: bytes, should_compact: Optional[ShouldCompact]) -> Any:
-    """Opens a realm handle: atoll_realm_open, or atoll_realm_open_with and a ctypes callback
-    for ``should_compact``.
+def _open_handle(config_json: bytes, should_compact: Optional[ShouldCompact],
+                 migration: Optional[MigrationCallback] = None, path: Optional[str] = None) -> Any:
+    """Opens a realm handle: atoll_realm_open, or atoll_realm_open_with and ctypes callbacks
+    for ``should_compact`` and ``migration``.
 
-    An exception raised by ``should_compact`` cannot cross into C: the callback answers "do
-    not compact", the realm is closed again, and the exception is raised here.
+    Exceptions cannot cross into C, so each callback catches what its Python callable raises:
+
+    * ``should_compact``: the callback answers "do not compact", the realm is closed again,
+      and the exception is raised here.
+    * ``migration``: the callback answers false, so the library rolls the migration back and
+      fails the open with ATOLL_ERR_MIGRATION; the callable's own exception is raised here,
+      with that MigrationError as its ``__context__`` (unless it has a context of its own,
+      which is kept).
     """
-    if should_compact is None:
+    if should_compact is None and migration is None:
         handle = lib.atoll_realm_open(config_json)
         if not handle:
             raise_last_error("atoll_realm_open")
         return handle
 
-    raised: List[BaseException] = []
+    compact_raised: List[BaseException] = []
+    migration_raised: List[BaseException] = []
 
-    def trampoline(total: int, used: int, _userdata: Any) -> bool:
+    def compact_trampoline(total: int, used: int, _userdata: Any) -> bool:
         try:
-            return bool(should_compact(int(total), int(used)))
+            return bool(should_compact(int(total), int(used)))  # type: ignore[misc]
         except BaseException as e:  # noqa: B902 -- it must not reach ctypes, which drops it
-            raised.append(e)
+            compact_raised.append(e)
             return False
 
-    # Both stay referenced until atoll_realm_open_with returns, the only time it may call back.
-    callback = _ffi.atoll_should_compact_fn(trampoline)
-    options = _ffi.atoll_open_options_t(ctypes.sizeof(_ffi.atoll_open_options_t), callback, None)
+    def migration_trampoline(handle: Any, _userdata: Any) -> bool:
+        try:
+            m = Migration(handle, path)
+        except BaseException as e:  # noqa: B902
+            migration_raised.append(e)
+            return False
+        try:
+            migration(m)  # type: ignore[misc]
+            return True
+        except BaseException as e:  # noqa: B902 -- it must not reach ctypes, which drops it
+            migration_raised.append(e)
+            return False
+        finally:
+            m._end()
+
+    # The callbacks and options stay referenced until atoll_realm_open_with returns, the only
+    # time it may call back.
+    options = _ffi.atoll_open_options_t()
+    options.size = ctypes.sizeof(_ffi.atoll_open_options_t)
+    if should_compact is not None:
+        compact_callback = _ffi.atoll_should_compact_fn(compact_trampoline)
+        options.should_compact = compact_callback
+    if migration is not None:
+        migration_callback = _ffi.atoll_migration_fn(migration_trampoline)
+        options.migration = migration_callback
     handle = lib.atoll_realm_open_with(config_json, ctypes.byref(options))
     if not handle:
-        try:
-            raise_last_error("atoll_realm_open_with")
-        except AtollError as e:
-            raise e from (raised[0] if raised else None)
-    if raised:
+        error = last_error("atoll_realm_open_with")
+        if migration_raised:
+            raised = migration_raised[0]
+            if raised.__context__ is None:
+                raised.__context__ = error
+            raise raised
+        raise error from (compact_raised[0] if compact_raised else None)
+    raised_first = (migration_raised or compact_raised or [None])[0]
+    if raised_first is not None:
         lib.atoll_realm_close(handle)
-        raise raised[0]
+        raise raised_first
     return handle
 
 
@@ -269,26 +311,35 @@ class Realm:
         read_only: bool = False,
         write_timeout_ms: int = -1,
         should_compact_on_launch: Optional[ShouldCompact] = None,
+        migration: Optional[MigrationCallback] = None,
+        delete_realm_if_migration_needed: bool = False,
     ) -> None:
         self._handle: Any = None
         config = _config(dict(path=path, schema=schema, schema_version=schema_version,
                               in_memory=in_memory, read_only=read_only,
-                              write_timeout_ms=write_timeout_ms))
+                              write_timeout_ms=write_timeout_ms,
+                              delete_realm_if_migration_needed=delete_realm_if_migration_needed))
         if should_compact_on_launch is not None and not callable(should_compact_on_launch):
             raise TypeError("should_compact_on_launch must be a callable(total_bytes, used_bytes) "
                             f"-> bool, not {type(should_compact_on_launch).__name__}")
+        if migration is not None and not callable(migration):
+            raise TypeError("migration must be a callable(migration), "
+                            f"not {type(migration).__name__}")
 
-        self.path: Optional[str] = config.get("path")
-        self.write_timeout_ms: int = write_timeout_ms
         self._config_json = _json_arg(config)
+        self._prepare(config.get("path"), write_timeout_ms)
+        handle = _open_handle(self._config_json, should_compact_on_launch, migration, self.path)
+        self._handle = handle
+        self._finalizer = weakref.finalize(self, _close_realm_handle, handle)
+
+    def _prepare(self, path: Optional[str], write_timeout_ms: int) -> None:
+        """The state every Realm has, before its handle is set."""
+        self.path: Optional[str] = path
+        self.write_timeout_ms: int = write_timeout_ms
         self._lock = threading.Lock()                # guards _results and _handle changes
         self._results: "weakref.WeakSet[Results]" = weakref.WeakSet()
         self._write_cond = threading.Condition()     # threads of this process take turns
         self._writer: Optional[int] = None           # thread ident holding the transaction
-
-        handle = _open_handle(self._config_json, should_compact_on_launch)
-        self._handle = handle
-        self._finalizer = weakref.finalize(self, _close_realm_handle, handle)
 
     # MARK: Lifetime
 
@@ -550,6 +601,146 @@ class Realm:
             self._results.add(results)
 
 
+# MARK: - Migrations
+
+class _MigrationRealm(Realm):
+    """:attr:`Migration.realm`: the realm being migrated, borrowed from the library for the
+    duration of the migration callable.
+
+    It has the new schema and is already in the migration's write transaction: create, get,
+    query and delete directly, without ``write()`` (the migration commits when the callable
+    returns). ``close()`` closes this wrapper only (its Results are freed, and it raises
+    ClosedError from then on); the migration goes on. When the callable returns, the wrapper
+    and its Results are closed for good, so that a realm kept past the callable raises
+    ClosedError instead of reaching a handle the library has retired.
+    """
+
+    def __init__(self, handle: Any, path: Optional[str]) -> None:  # noqa: D107 -- nothing opened
+        self._handle = None
+        self._prepare(path, -1)
+        self._config_json = b""
+        self._handle = handle
+        self._finalizer = lambda: None  # borrowed: the library owns the handle
+
+    def begin_write(self) -> None:
+        self._h()
+        raise AlreadyInWriteError(
+            "a migration's realm is in the migration's write transaction already: create, "
+            "update and delete objects directly (the migration commits when its callable "
+            "returns)", _ffi.ATOLL_ERR_ALREADY_IN_WRITE)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else "migrating"
+        where = repr(self.path) if self.path is not None else "in-memory"
+        return f"<atoll.Realm {where} {state}>"
+
+
+class Migration:
+    """What the ``migration`` callable of :func:`atoll.open` receives: the schemas and versions
+    before and after, the old objects, and the realm with the new schema to write to.
+
+    When the callable runs, every class whose storage changed already has its new layout:
+    values of properties that kept their name and type were copied (links keep pointing at
+    the same objects), other properties hold their defaults. Rename, retype and fill in::
+
+        def migrate(m):
+            m.rename_property("Person", "name", "fullName")
+            for key, old in m.old_objects("Person"):
+                m.set("Person", key, {"age": int(old["age"] or 0)})
+
+        atoll.open(path, schema=v2, schema_version=2, migration=migrate)
+
+    ``old_schema``, ``new_schema``, ``old_version`` and ``new_version`` are plain values.
+    The methods and :attr:`realm` work only while the callable runs; afterwards they raise
+    :class:`~atoll.ClosedError`.
+    """
+
+    def __init__(self, handle: Any, path: Optional[str]) -> None:
+        self._handle: Any = handle
+        old, new = ctypes.c_uint64(0), ctypes.c_uint64(0)
+        if not lib.atoll_migration_versions(handle, ctypes.byref(old), ctypes.byref(new)):
+            raise_last_error("atoll_migration_versions")
+        #: the file's schema version before the migration
+        self.old_version: int = int(old.value)
+        #: the configuration's schema version, which the file gets
+        self.new_version: int = int(new.value)
+        #: the file's schema before the migration (a list of object schemas, object form)
+        self.old_schema: List[Dict[str, Any]] = self._json(
+            lib.atoll_migration_old_schema(handle), "atoll_migration_old_schema")
+        #: the schema after it
+        self.new_schema: List[Dict[str, Any]] = self._json(
+            lib.atoll_migration_new_schema(handle), "atoll_migration_new_schema")
+        realm = lib.atoll_migration_realm(handle)
+        if not realm:
+            raise_last_error("atoll_migration_realm")
+        #: the realm being migrated (see :class:`_MigrationRealm`): new schema, in the
+        #: migration's transaction, usable only during the callable
+        self.realm: Realm = _MigrationRealm(realm, path)
+
+    @staticmethod
+    def _json(ptr: Optional[int], function: str) -> Any:
+        text = _ffi.take_string(ptr)
+        if text is None:
+            raise_last_error(function)
+        return ejson.loads(text)  # type: ignore[arg-type]
+
+    def _h(self) -> Any:
+        handle = self._handle
+        if handle is None:
+            raise ClosedError("the migration is over: a Migration is usable only while the "
+                              "migration callable runs", _ffi.ATOLL_ERR_CLOSED)
+        return handle
+
+    def _end(self) -> None:
+        """Called when the callable returns: nothing of the migration is usable after."""
+        self._handle = None
+        self.realm.close()
+
+    def __repr__(self) -> str:
+        state = "over" if self._handle is None else "running"
+        return f"<atoll.Migration {self.old_version} -> {self.new_version} {state}>"
+
+    def old_objects(self, class_name: str) -> List[Tuple[int, Object]]:
+        """The objects of a class as they were before the migration (with the old schema's
+        properties), each with the key of the object it became: ``[(key, {...}), ...]``.
+        Pass the key to :meth:`set`. NoSuchClassError when the old schema has no such class."""
+        cls = _cstr(class_name, "class_name")
+        entries = self._json(lib.atoll_migration_old_objects(self._h(), cls),
+                             "atoll_migration_old_objects")
+        return [(int(e["key"]), e["object"]) for e in entries]
+
+    def set(self, class_name: str, key: int, values: Mapping[str, Any]) -> None:
+        """Writes properties of the new object with ``key`` (from :meth:`old_objects`).
+        Setting an int primary key moves the object to that key; links to it follow.
+        NotFoundError when there is no object with that key; the errors of create()."""
+        cls = _cstr(class_name, "class_name")
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise TypeError(f"key must be an int, not {type(key).__name__}")
+        body = _json_arg(_object_arg(values))
+        if not lib.atoll_migration_set(self._h(), cls, key, body):
+            raise_last_error("atoll_migration_set")
+
+    def rename_property(self, class_name: str, old_name: str, new_name: str) -> None:
+        """Moves the data of property ``old_name`` (of the old schema) to ``new_name`` (of
+        the new schema, which the old one lacks). Both must hold the same type (optionality
+        may differ: nulls become the default of a required property).
+        NoSuchPropertyError, TypeMismatchError, InvalidArgumentError (``old_name`` is still in
+        the new schema, or ``new_name`` was in the old one)."""
+        cls = _cstr(class_name, "class_name")
+        old = _cstr(old_name, "old_name")
+        new = _cstr(new_name, "new_name")
+        if not lib.atoll_migration_rename_property(self._h(), cls, old, new):
+            raise_last_error("atoll_migration_rename_property")
+
+    def delete_data(self, class_name: str) -> None:
+        """Deletes every object of a class; a class the new schema does not have is removed
+        from the file (without this, classes left out of the new schema stay, with their
+        objects). NoSuchClassError for an unknown class."""
+        cls = _cstr(class_name, "class_name")
+        if not lib.atoll_migration_delete_data(self._h(), cls):
+            raise_last_error("atoll_migration_delete_data")
+
+
 def open(
     path: Optional[PathLike] = None,
     *,
@@ -559,6 +750,8 @@ def open(
     read_only: bool = False,
     write_timeout_ms: int = -1,
     should_compact_on_launch: Optional[ShouldCompact] = None,
+    migration: Optional[MigrationCallback] = None,
+    delete_realm_if_migration_needed: bool = False,
 ) -> Realm:
     """Opens (creating when needed) a realm. See :class:`Realm`.
 
@@ -567,10 +760,26 @@ def open(
     the part of it that holds data; when it returns true and no other handle or process has
     the file open, the file is compacted before the realm is returned. If it raises, the file
     is not compacted, the realm is closed again and open() raises that exception.
+
+    Schema changes: an existing file whose schema differs from ``schema`` only by additions
+    gets them. Any other change needs a ``schema_version`` higher than the file's; the file is
+    then migrated in one transaction: values of properties that kept their name and type are
+    kept (links keep pointing at the same objects), other properties take their defaults,
+    and then ``migration(m)``, when given, is called on this thread with a :class:`Migration`
+    to move the data (it is called for any version bump, even one that only adds). If it
+    raises, the migration is rolled back, the file is left exactly as it was, and open()
+    raises that same exception, with the library's :class:`~atoll.MigrationError` as its
+    ``__context__`` (unless the exception already had a context, which is kept). Whatever the
+    callable returns is ignored. A ``schema_version`` lower than the file's raises
+    :class:`~atoll.SchemaMismatchError` (no downgrades).
+
+    ``delete_realm_if_migration_needed=True`` deletes every class and object instead of
+    migrating, when a migration would be needed, and starts with ``schema``.
     """
     return Realm(path, schema=schema, schema_version=schema_version, in_memory=in_memory,
                  read_only=read_only, write_timeout_ms=write_timeout_ms,
-                 should_compact_on_launch=should_compact_on_launch)
+                 should_compact_on_launch=should_compact_on_launch, migration=migration,
+                 delete_realm_if_migration_needed=delete_realm_if_migration_needed)
 
 
 def file_exists(config: Union[PathLike, Mapping[str, Any]]) -> bool:
