@@ -302,3 +302,329 @@ def test_type_mismatches_name_the_property(realm):
                 realm.create("Dog", values)
             assert prop in info.value.message, (values, info.value.message)
     assert realm.get("Dog", 1) is None
+
+
+# MARK: - Sets, dictionaries, mixed values, backlinks, objects without a primary key
+
+OWNER = {"name": "Owner", "primaryKey": "_id", "properties": {
+    "_id": "int", "name": "string", "dogs": "Pup[]", "best": "Pup?", "scores": "int[]",
+    "weights": "double[]", "tags": "string<>", "favorites": "Pup<>", "prices": "int{}",
+    "pets": "Pup{}", "notes": "string?{}", "places": "Place{}", "anything": "mixed",
+    "bag": "mixed[]", "map": "mixed{}"}}
+PUP = {"name": "Pup", "primaryKey": "_id", "properties": {
+    "_id": "int", "name": "string", "age": "int",
+    "owners": {"type": "linkingObjects", "objectType": "Owner", "property": "dogs"},
+    "fans": {"type": "linkingObjects", "objectType": "Owner", "property": "favorites"}}}
+PLACE = {"name": "Place", "embedded": True, "properties": {"city": "string"}}
+MEMO = {"name": "Memo", "properties": {"text": "string"}}          # no primary key
+CRATE = {"name": "Crate", "primaryKey": "_id", "properties": {
+    "_id": "int", "memo": "Memo?", "memos": "Memo[]", "held": "mixed"}}
+COLLECTIONS = [OWNER, PUP, PLACE, MEMO, CRATE]
+
+OWNER_DEFAULTS = {"dogs": [], "best": None, "scores": [], "weights": [], "tags": [],
+                  "favorites": [], "prices": {}, "pets": {}, "notes": {}, "places": {},
+                  "anything": None, "bag": [], "map": {}}
+
+
+def owner(_id, name, **values):
+    o = {"_id": _id, "name": name}
+    o.update(OWNER_DEFAULTS)
+    o.update(values)
+    return o
+
+
+@pytest.fixture
+def pups(tmp_path):
+    """A realm of COLLECTIONS with four pups: Rex 3, Fido 7, Ace 10, Bo 1."""
+    r = atoll.open(tmp_path / "collections.realm", schema=COLLECTIONS)
+    with r.write():
+        r.create_many("Pup", [{"_id": i, "name": n, "age": a} for i, n, a in
+                              ((1, "Rex", 3), (2, "Fido", 7), (3, "Ace", 10), (4, "Bo", 1))])
+    yield r
+    r.close()
+
+
+def ids(results):
+    return [o["_id"] for o in results]
+
+
+def test_sets_keep_distinct_elements_in_the_order_first_given(pups, tmp_path):
+    with pups.write():
+        stored = pups.create("Owner", {"_id": 1, "name": "Ann", "tags": ["b", "a", "b", ""],
+                                       "favorites": [2, 1, 2]})
+        assert (stored["tags"], stored["favorites"]) == (["b", "a", ""], [2, 1])
+        # Python sets and frozensets are sets too (in their own iteration order).
+        stored = pups.create("Owner", {"_id": 2, "name": "Bob", "tags": {"x"},
+                                       "favorites": frozenset({3})})
+        assert (stored["tags"], stored["favorites"]) == (["x"], [3])
+        with pytest.raises(atoll.MissingValueError, match="cannot hold null"):
+            pups.create("Owner", {"_id": 3, "name": "Cid", "favorites": [None]})
+        with pytest.raises(atoll.TypeMismatchError, match="is a set"):
+            pups.create("Owner", {"_id": 3, "name": "Cid", "tags": "abc"})
+        with pytest.raises(atoll.TypeMismatchError, match="tags"):
+            pups.create("Owner", {"_id": 3, "name": "Cid", "tags": [1]})
+        with pytest.raises(atoll.NotFoundError):
+            pups.create("Owner", {"_id": 3, "name": "Cid", "favorites": [99]})
+        pups.create("Owner", {"_id": 2, "tags": ["y", "x", "y"]}, update="modified")
+        pups.delete("Pup", 3)                           # sets drop a deleted target
+    assert pups.get("Owner", 3) is None
+    assert pups.get("Owner", 2) == owner(2, "Bob", tags=["y", "x"], favorites=[])
+    pups.close()
+    with atoll.open(tmp_path / "collections.realm") as again:
+        assert again.get("Owner", 1) == owner(1, "Ann", tags=["b", "a", ""], favorites=[2, 1])
+
+
+def test_dictionaries_read_in_key_order(pups):
+    with pups.write():
+        stored = pups.create("Owner", {
+            "_id": 1, "name": "Ann", "prices": {"pear": 2, "apple": 5},
+            "pets": {"b": 2, "a": None}, "notes": {"x": None, "y": "why"},
+            "places": {"home": {"city": "Oslo"}}})
+        assert list(stored["prices"].items()) == [("apple", 5), ("pear", 2)]
+        assert list(stored["pets"].items()) == [("a", None), ("b", 2)]
+        assert stored["notes"] == {"x": None, "y": "why"}
+        assert stored["places"] == {"home": {"city": "Oslo"}}
+        with pytest.raises(atoll.MissingValueError):
+            pups.create("Owner", {"_id": 2, "name": "Bob", "prices": {"a": None}})
+        with pytest.raises(atoll.TypeMismatchError, match="is a dictionary"):
+            pups.create("Owner", {"_id": 2, "name": "Bob", "prices": [1]})
+        with pytest.raises(atoll.TypeMismatchError, match="prices"):
+            pups.create("Owner", {"_id": 2, "name": "Bob", "prices": {"a": "five"}})
+        with pytest.raises(TypeError, match="keys must be str"):
+            pups.create("Owner", {"_id": 2, "name": "Bob", "prices": {1: 5}})
+        pups.delete("Pup", 2)                   # a dictionary of links keeps the key, as null
+        # Replacing a dictionary of embedded objects deletes the old ones.
+        pups.create("Owner", {"_id": 1, "places": {"work": {"city": "Rome"}}}, update="modified")
+    got = pups.get("Owner", 1)
+    assert got["pets"] == {"a": None, "b": None}
+    assert got["places"] == {"work": {"city": "Rome"}}
+    assert len(pups.objects("Place")) == 1
+    assert pups.get("Owner", 2) is None
+
+
+@pytest.mark.parametrize("key", ["", "a.b", "x.", ".", "$x", "a\x00b"])
+def test_bad_dictionary_keys_are_clear_errors(pups, key):
+    with pups.write():
+        # Beside another key, every bad key is refused by the dictionary rule, naming the key.
+        for prop in ("prices", "map", "anything"):
+            values = {"ok": 1, key: 2}
+            if "\x00" in key:
+                with pytest.raises(atoll.InvalidJSONError, match="NUL byte in object key"):
+                    pups.create("Owner", {"_id": 1, "name": "Ann", prop: values})
+                continue
+            with pytest.raises(atoll.InvalidArgumentError) as info:
+                pups.create("Owner", {"_id": 1, "name": "Ann", prop: values})
+            assert f"dictionary key '{key}' is not allowed" in info.value.message
+            assert f"'Owner.{prop}'" in info.value.message
+            assert "no leading '$'" in info.value.message
+        # Nested in a mixed value too.
+        if key and key[0] != "$" and "\x00" not in key:
+            with pytest.raises(atoll.InvalidArgumentError, match="is not allowed"):
+                pups.create("Owner", {"_id": 1, "name": "Ann", "bag": [{"k": {key: 1}}]})
+    assert pups.get("Owner", 1) is None
+
+
+def test_a_leading_dollar_key_alone_is_read_as_extended_json(pups):
+    """Extended JSON reads an object whose first key starts with '$' as a typed value: an
+    unknown one is invalid JSON (not the dictionary rule's InvalidArgumentError); a known one
+    is that value, which a dictionary property refuses."""
+    with pups.write():
+        with pytest.raises(atoll.InvalidJSONError, match="unknown Extended JSON type '\\$x'"):
+            pups.create("Owner", {"_id": 1, "name": "Ann", "prices": {"$x": 1}})
+        with pytest.raises(atoll.InvalidJSONError, match="unknown Extended JSON type '\\$x'"):
+            pups.create("Owner", {"_id": 1, "name": "Ann", "map": {"$x": 1, "ok": 2}})
+        with pytest.raises(atoll.TypeMismatchError, match="is a dictionary"):
+            pups.create("Owner", {"_id": 1, "name": "Ann", "map": {"$date": 0}})
+    assert pups.get("Owner", 1) is None
+
+
+MIXED_VALUES = [
+    None, True, False, 0, -7, 2**63 - 1, 1.5, -0.0, "", "s", b"", b"\x00\x01",
+    dt.datetime(1955, 11, 5, 6, 15, tzinfo=UTC), dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC),
+    ObjectId("65f0a1b2c3d4e5f60718293a"), uuid.UUID("f81d4fae-7dec-11d0-a765-00a0c91e6bf6"),
+    decimal.Decimal("1.25"), atoll.Link("Pup", 2),
+    [], [1, "x", None, [False], {"k": 2}, atoll.Link("Pup", 3)],
+    {}, {"z": 1, "a": {"deep": [atoll.Link("Pup", 1)]}},
+]
+
+
+@pytest.mark.parametrize("value", MIXED_VALUES, ids=lambda v: f"{type(v).__name__}:{v!r}"[:40])
+def test_mixed_holds_every_kind_of_value_and_keeps_its_type(pups, value):
+    with pups.write():
+        stored = pups.create("Owner", {"_id": 1, "name": "Ann", "anything": value,
+                                       "bag": [value], "map": {"k": value}})
+    for got in (stored, pups.get("Owner", 1)):
+        assert (got["anything"], got["bag"], got["map"]) == (value, [value], {"k": value})
+        assert type(got["anything"]) is type(value)          # a bool stays a bool, 0 an int
+    if value == -0.0 and type(value) is float:
+        assert math.copysign(1.0, pups.get("Owner", 1)["anything"]) == -1.0
+    if isinstance(value, dict) and value:
+        assert list(pups.get("Owner", 1)["anything"]) == sorted(value)   # read in key order
+
+
+def test_mixed_special_floats_and_bad_links(pups):
+    with pups.write():
+        got = pups.create("Owner", {"_id": 1, "name": "Ann", "anything": math.nan,
+                                    "bag": [math.inf, -math.inf]})
+        assert math.isnan(got["anything"]) and got["bag"] == [math.inf, -math.inf]
+        with pytest.raises(atoll.NotFoundError):
+            pups.create("Owner", {"_id": 2, "name": "Bob", "anything": atoll.Link("Pup", 99)})
+        with pytest.raises(atoll.NoSuchClassError):
+            pups.create("Owner", {"_id": 2, "name": "Bob", "anything": atoll.Link("Cat", 1)})
+        with pytest.raises(atoll.TypeMismatchError, match="embedded"):
+            pups.create("Owner", {"_id": 2, "name": "Bob", "anything": atoll.Link("Place", 1)})
+        with pytest.raises(atoll.TypeMismatchError):
+            pups.create("Owner", {"_id": 2, "name": "Bob", "anything": atoll.Link("Pup", "1")})
+    assert pups.get("Owner", 2) is None
+
+
+def test_links_in_mixed_values_follow_deletes_and_reach_the_change_log(pups):
+    v = pups.version
+    with pups.write():
+        pups.create("Owner", {"_id": 1, "name": "Ann", "anything": atoll.Link("Pup", 1),
+                              "bag": [atoll.Link("Pup", 1), 5], "map": {"a": atoll.Link("Pup", 2)},
+                              "dogs": [1, 2], "best": 2})
+    log = pups.changes(after_version=v)[0]["instructions"]
+    values = {tuple(i["path"]): i.get("value") for i in log if i["class"] == "Owner"}
+    # Links anywhere in the log are Links; so are ordinary link properties there.
+    assert values[("anything",)] == atoll.Link("Pup", 1)
+    assert values[("map", "a")] == atoll.Link("Pup", 2)
+    assert values[("best",)] == atoll.Link("Pup", 2)
+    assert [i["value"] for i in log if i["path"] == ["dogs"]] == \
+        [atoll.Link("Pup", 1), atoll.Link("Pup", 2)]
+    # ...while an ordinary link property still reads as the target's primary key.
+    assert pups.get("Owner", 1)["best"] == 2
+    with pups.write():
+        pups.delete("Pup", 1)
+    got = pups.get("Owner", 1)
+    assert (got["anything"], got["bag"], got["dogs"]) == (None, [None, 5], [2])
+    assert got["map"] == {"a": atoll.Link("Pup", 2)}
+
+
+def test_backlinks_are_computed_queryable_and_not_part_of_objects(pups):
+    with pups.write():
+        pups.create("Owner", {"_id": 1, "name": "Ann", "dogs": [1, 2], "favorites": [3]})
+        pups.create("Owner", {"_id": 2, "name": "Bob", "dogs": [1, 1]})
+        with pytest.raises(atoll.InvalidArgumentError, match="linkingObjects"):
+            pups.create("Pup", {"_id": 9, "name": "X", "owners": []})
+        with pytest.raises(atoll.InvalidArgumentError, match="cannot be written"):
+            pups.create("Pup", {"_id": 1, "fans": [1]}, update="modified")
+    assert pups.get("Pup", 1) == {"_id": 1, "name": "Rex", "age": 3}
+    assert "owners" not in pups.objects("Pup")[0]
+    pup = next(c for c in pups.schema if c["name"] == "Pup")
+    assert pup["properties"]["owners"]["type"] == "linkingObjects"
+    assert pup["properties"]["owners"]["objectType"] == "Owner"
+    assert pup["properties"]["owners"]["property"] == "dogs"
+    pups_ = pups.objects("Pup")
+    assert ids(pups_.filter("owners.@count > 0")) == [1, 2]
+    assert ids(pups_.filter("owners.@count == 0")) == [3, 4]
+    assert ids(pups_.filter("owners.@count == 2")) == [1]
+    assert ids(pups_.filter("fans.@count == 1")) == [3]
+    assert ids(pups_.filter("@links.Owner.dogs.name == $0", "Bob")) == [1]
+    assert ids(pups_.filter("@links.Owner.favorites.@count > 0")) == [3]
+    assert ids(pups_.filter("ANY owners.name BEGINSWITH 'A'")) == [1, 2]
+    assert ids(pups_.filter("SUBQUERY(owners, $o, $o.name == 'Bob').@count == 1")) == [1]
+    with pytest.raises(atoll.QueryInvalidError, match="not a link to 'Pup'"):
+        pups_.filter("@links.Owner.name.@count > 0")
+
+
+def test_objects_without_primary_key_are_named_by_their_key(pups):
+    with pups.write():
+        assert pups.create("Memo", {"_atoll_key": 40, "text": "forty"}) == {"text": "forty"}
+        pups.create("Crate", {"_id": 1, "memo": 40, "memos": [40, 40],
+                              "held": atoll.Link("Memo", 40)})
+        with pytest.raises(atoll.DuplicatePrimaryKeyError):
+            pups.create("Memo", {"_atoll_key": 40})
+        pups.create("Memo", {"_atoll_key": 40, "text": "forty!"}, update="modified")
+        with pytest.raises(atoll.NotFoundError):
+            pups.create("Crate", {"_id": 2, "memo": 41})
+        with pytest.raises(atoll.NotFoundError):
+            pups.create("Crate", {"_id": 2, "held": atoll.Link("Memo", 41)})
+        with pytest.raises(atoll.TypeMismatchError):
+            pups.create("Memo", {"_atoll_key": "x"})
+    assert pups.get("Crate", 1) == {"_id": 1, "memo": 40, "memos": [40, 40],
+                                    "held": atoll.Link("Memo", 40)}
+    assert [m["text"] for m in pups.objects("Memo")] == ["forty!"]
+    assert ids(pups.objects("Crate").filter("memo.text == 'forty!'")) == [1]
+    assert ids(pups.objects("Crate").filter("held == $0", atoll.Link("Memo", 40))) == [1]
+    with pytest.raises(atoll.TypeMismatchError):
+        pups.get("Memo", 40)          # a class without a primary key has no get by key
+    with pups.write():
+        pups.objects("Memo").delete_all()
+    assert pups.get("Crate", 1) == {"_id": 1, "memo": None, "memos": [], "held": None}
+
+
+@pytest.fixture
+def owners(pups):
+    """The data of QueryCollectionsTests.swift: owners 1-6 over pups 1-4."""
+    with pups.write():
+        pups.create_many("Owner", [
+            {"_id": 1, "name": "Ann", "dogs": [1, 2], "best": 2, "scores": [1, 2, 3],
+             "weights": [1.5, 2.5], "tags": ["a", "b"], "prices": {"apple": 5, "pear": 2},
+             "pets": {"first": 3}, "anything": 5, "bag": [1, "x"]},
+            {"_id": 2, "name": "Bob", "dogs": [3], "scores": [10], "tags": {"c"},
+             "prices": {"apple": 9}, "anything": "5", "bag": [1.0]},
+            {"_id": 3, "name": "Cid", "anything": [1, {"k": "v"}],
+             "bag": [atoll.Link("Pup", 4)]},
+            {"_id": 4, "name": "Dee", "anything": 5.0, "prices": {"kiwi": 1}},
+            {"_id": 5, "name": "Eve", "anything": True},
+            {"_id": 6, "name": "Fay", "anything": atoll.Link("Pup", 1)},
+        ])
+    return pups
+
+
+@pytest.mark.parametrize("query, args, expected", [
+    # sets and lists
+    ("tags == 'a'", (), [1]),
+    ("ANY tags IN $0", (["c", "z"],), [2]),
+    ("tags.@count == 2", (), [1]),
+    ("NONE tags == 'a'", (), [2, 3, 4, 5, 6]),
+    ("{1, 10} IN scores", (), [1, 2]),
+    ("ALL {1, 2} IN scores", (), [1]),
+    ("scores == ANY {3, 10}", (), [1, 2]),
+    ("scores[LAST] == 3", (), [1]),
+    # aggregates and arithmetic
+    ("scores.@sum > 5", (), [1, 2]),
+    ("scores.@avg == 2", (), [1]),
+    ("scores.@min == 1 AND scores.@max == 3", (), [1]),
+    ("weights.@sum == 4.0", (), [1]),
+    ("dogs.@avg.age == 5", (), [1]),
+    ("dogs.@max.age >= 10", (), [2]),
+    ("scores.@sum * 2 > 10", (), [1, 2]),
+    ("SUBQUERY(dogs, $d, $d.age > 2).@count == 2", (), [1]),
+    # dictionaries
+    ("prices.@keys == $0", ("kiwi",), [4]),
+    ("prices.@values > 4", (), [1, 2]),
+    ("prices['apple'] > 6", (), [2]),
+    ("prices.apple == 5", (), [1]),
+    ("prices.@count == 1", (), [2, 4]),
+    ("pets['first'].name == 'Ace'", (), [1]),
+    ("pets.@values.age == 10", (), [1]),
+    # mixed
+    ("anything == 5", (), [1, 4]),
+    ("anything == '5'", (), [2]),
+    ("anything == $0", (True,), [5]),
+    ("anything IN $0", ([5, "x"],), [1, 4]),
+    ("anything > 4", (), [1, 4]),
+    ("anything == $0", (atoll.Link("Pup", 1),), [6]),
+    ("anything.@type == $0", ("string",), [2]),
+    ("anything.@type == 'numeric'", (), [1, 4]),
+    ("anything.@type IN {'bool', 'list'}", (), [3, 5]),
+    ("anything[1]['k'] == 'v'", (), [3]),
+    ("ANY anything[*] == 1", (), [3]),
+    ("bag == $0", (atoll.Link("Pup", 4),), [3]),
+    ("ANY bag.@type == 'string'", (), [1]),
+    ("best.@type == 'link'", (), [1]),
+])
+def test_queries_on_collections_and_mixed(owners, query, args, expected):
+    assert ids(owners.objects("Owner").filter(query, *args)) == expected
+
+
+def test_queries_on_the_new_types_report_errors(owners):
+    objects = owners.objects("Owner")
+    with pytest.raises(atoll.QueryInvalidError, match="'@sum' needs numbers"):
+        objects.filter("tags.@sum > 1")
+    with pytest.raises(atoll.QueryInvalidError, match="unknown type name"):
+        objects.filter("anything.@type == 'colour'")
+    with pytest.raises(atoll.QuerySyntaxError, match=".@count"):
+        objects.filter("SUBQUERY(dogs, $d, $d.age > 1)")
