@@ -73,6 +73,14 @@ struct atoll_abi_v0 {
     bool (*realm_compact)(atoll_realm_t *);
     bool (*realm_file_exists)(const char *, bool *);
     bool (*realm_delete_files)(const char *, bool *);
+    atoll_realm_t *(*migration_realm)(atoll_migration_t *);
+    char *(*migration_old_schema)(atoll_migration_t *);
+    char *(*migration_new_schema)(atoll_migration_t *);
+    bool (*migration_versions)(atoll_migration_t *, uint64_t *, uint64_t *);
+    char *(*migration_old_objects)(atoll_migration_t *, const char *);
+    bool (*migration_set)(atoll_migration_t *, const char *, int64_t, const char *);
+    bool (*migration_rename_property)(atoll_migration_t *, const char *, const char *, const char *);
+    bool (*migration_delete_data)(atoll_migration_t *, const char *);
 };
 
 extern const struct atoll_abi_v0 atoll_header_only_abi;
