@@ -102,7 +102,10 @@ typedef enum atoll_status_e {
     /** A required property, or the primary key, was missing or null. */
     ATOLL_ERR_MISSING_VALUE = 18,
     /** An unexpected failure inside the library or SQLite; the message says what. */
-    ATOLL_ERR_INTERNAL = 19
+    ATOLL_ERR_INTERNAL = 19,
+    /** A migration failed: its callback returned false (the message is the callback's last
+     *  error, if it had one). The file is left as it was. */
+    ATOLL_ERR_MIGRATION = 20
 } atoll_status_e;
 
 /** How atoll_object_create() treats an object whose primary key exists already. */
@@ -180,12 +183,17 @@ void atoll_free(void *ptr);
  *     other handles and processes commit.
  *   - "writeTimeoutMs" (integer, default -1): how long atoll_realm_begin_write() waits for
  *     another writer; -1 waits as long as it takes, as Realm does.
+ *   - "deleteRealmIfMigrationNeeded" (bool, default false): when the file's schema would need
+ *     a migration, delete every class and object and start with "schema" instead of failing.
  *   Opening an existing file whose schema differs from "schema" only by additions (new
- *   classes, new properties, new indexes) adds them. Any other difference, or a lower
- *   "schemaVersion" than the file's, fails with ATOLL_ERR_SCHEMA_MISMATCH naming each one.
+ *   classes, new properties, new indexes) adds them. Any other difference needs a higher
+ *   "schemaVersion" than the file's: the file is then migrated (with the migration callback of
+ *   atoll_realm_open_with(), if given). Without one, or with a lower "schemaVersion" than the
+ *   file's, the open fails with ATOLL_ERR_SCHEMA_MISMATCH naming each difference.
  * @return a new handle (caller owns; close with atoll_realm_close()), or NULL on failure:
  *   ATOLL_ERR_INVALID_ARGUMENT (NULL, or bad configuration values), ATOLL_ERR_INVALID_JSON,
- *   ATOLL_ERR_SCHEMA, ATOLL_ERR_SCHEMA_MISMATCH, ATOLL_ERR_FILE, ATOLL_ERR_BUSY.
+ *   ATOLL_ERR_SCHEMA, ATOLL_ERR_SCHEMA_MISMATCH, ATOLL_ERR_FILE, ATOLL_ERR_BUSY,
+ *   ATOLL_ERR_DUPLICATE_PRIMARY_KEY (primary keys not unique after a migration).
  * Any thread.
  */
 atoll_realm_t *atoll_realm_open(const char *config_json);
@@ -276,16 +284,34 @@ char *atoll_realm_changes(atoll_realm_t *realm, uint64_t after_version, size_t m
  */
 typedef bool (*atoll_should_compact_fn)(uint64_t total_bytes, uint64_t used_bytes, void *userdata);
 
+/** A migration in progress: valid only during the migration callback. */
+typedef struct atoll_migration atoll_migration_t;
+
+/**
+ * Called by atoll_realm_open_with() when the file's schema version is lower than the
+ * configuration's "schemaVersion", after the file's classes were changed to the new schema
+ * (see the migration functions below and docs/schema.md). Everything runs in one transaction:
+ * returning false (or any error) leaves the file exactly as it was.
+ * @param migration the migration; valid until the callback returns.
+ * @param userdata the options' migration_userdata, as given.
+ * @return true to commit the migration; false to fail the open with ATOLL_ERR_MIGRATION.
+ * Runs once, on the thread that called atoll_realm_open_with().
+ */
+typedef bool (*atoll_migration_fn)(atoll_migration_t *migration, void *userdata);
+
 /**
  * Options of atoll_realm_open_with(). Set size to sizeof(atoll_open_options_t): later versions
- * add fields at the end, and size tells the library which ones the host knows. Zero-initialise
- * the struct, then set the fields you use.
+ * add fields at the end, and size tells the library which ones the host knows (a host built
+ * with the first version, without the migration fields, passes that smaller size and still
+ * works). Zero-initialise the struct, then set the fields you use.
  */
 typedef struct atoll_open_options {
     size_t size;                            /**< sizeof(atoll_open_options_t) */
     atoll_should_compact_fn should_compact; /**< NULL: never compact at open */
     void *should_compact_userdata;          /**< passed to should_compact; borrowed (used
                                                  only during the call) */
+    atoll_migration_fn migration;           /**< NULL: schema changes apply without a callback */
+    void *migration_userdata;               /**< passed to migration; borrowed */
 } atoll_open_options_t;
 
 /**
@@ -376,6 +402,78 @@ bool atoll_realm_file_exists(const char *config_json, bool *out_exists);
  * Any thread.
  */
 bool atoll_realm_delete_files(const char *config_json, bool *out_deleted);
+
+/* MARK: - Migrations
+ *
+ * What a migration callback calls. When the callback runs, every class whose storage changed
+ * has its new layout: values of properties that kept their name and type were copied (links
+ * keep pointing at the same objects), other new properties hold their defaults. The callback
+ * reads the old objects and writes the new ones. Every function below fails with
+ * ATOLL_ERR_CLOSED once the callback has returned, and ATOLL_ERR_INVALID_ARGUMENT for a NULL
+ * or wrong handle or a NULL string.
+ */
+
+/**
+ * The realm being migrated, with the new schema and already in the migration's write
+ * transaction: create, read, query and delete objects with the usual functions. Do not begin,
+ * commit or cancel on it (ATOLL_ERR_INVALID_ARGUMENT); atoll_realm_close() on it does nothing.
+ * @return the handle (borrowed; valid until the callback returns), or NULL on error.
+ */
+atoll_realm_t *atoll_migration_realm(atoll_migration_t *migration);
+
+/**
+ * The schema before the migration.
+ * @return JSON text (caller owns; free with atoll_free()), or NULL on error.
+ */
+char *atoll_migration_old_schema(atoll_migration_t *migration);
+
+/**
+ * The schema after the migration.
+ * @return JSON text (caller owns; free with atoll_free()), or NULL on error.
+ */
+char *atoll_migration_new_schema(atoll_migration_t *migration);
+
+/**
+ * The schema versions before and after.
+ * @param out_old, out_new where to write them; either may be NULL.
+ * @return true on success.
+ */
+bool atoll_migration_versions(atoll_migration_t *migration, uint64_t *out_old, uint64_t *out_new);
+
+/**
+ * The objects of a class as they were before the migration, with the old schema's properties.
+ * @return JSON text (caller owns; free with atoll_free()): an array of
+ *   {"key": <the new object's key>, "object": {...}}; NULL with ATOLL_ERR_NO_SUCH_CLASS (the
+ *   old schema has no such class).
+ */
+char *atoll_migration_old_objects(atoll_migration_t *migration, const char *class_name);
+
+/**
+ * Writes properties of a new object, found by the key atoll_migration_old_objects() gave.
+ * Setting an int primary key moves the object to that key; links to it follow.
+ * @param values_json a JSON object of the properties to set.
+ * @return true on success; false with the errors of atoll_object_create(), ATOLL_ERR_NOT_FOUND
+ *   (no object with that key).
+ */
+bool atoll_migration_set(atoll_migration_t *migration, const char *class_name, int64_t key,
+                         const char *values_json);
+
+/**
+ * Moves the data of property `from` (of the old schema) to property `to` (of the new schema,
+ * which the old one lacks). Both must hold the same type (optionality may differ: nulls become
+ * the default of a required property).
+ * @return true on success; false with ATOLL_ERR_NO_SUCH_PROPERTY, ATOLL_ERR_TYPE_MISMATCH,
+ *   ATOLL_ERR_INVALID_ARGUMENT (`from` is still in the new schema, or `to` was in the old one).
+ */
+bool atoll_migration_rename_property(atoll_migration_t *migration, const char *class_name,
+                                     const char *from, const char *to);
+
+/**
+ * Deletes every object of a class. A class that the new schema does not have is removed from
+ * the file (without this, classes left out of the new schema stay, with their objects).
+ * @return true on success; false with ATOLL_ERR_NO_SUCH_CLASS.
+ */
+bool atoll_migration_delete_data(atoll_migration_t *migration, const char *class_name);
 
 /* MARK: - Objects */
 

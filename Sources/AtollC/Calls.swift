@@ -66,6 +66,12 @@ enum HandleEntry {
     case realm(Store)
     case closedRealm
     case results(Results)
+    /// The realm a migration callback works on: usable as a realm, not closed by
+    /// atoll_realm_close(); a `closedRealm` once the callback returns.
+    case migratingRealm(Store)
+    /// A migration, during its callback; `endedMigration` after.
+    case migration(Migration)
+    case endedMigration
 }
 
 final class HandleTable: Sendable {
@@ -99,9 +105,10 @@ let handles = HandleTable()
 func store(_ handle: OpaquePointer?) throws -> Store {
     guard let handle else { throw AtollError(.invalidArgument, "realm is NULL") }
     switch handles.get(handle) {
-    case .realm(let s): return s
+    case .realm(let s), .migratingRealm(let s): return s
     case .closedRealm: throw AtollError(.closed, "the realm is closed")
     case .results: throw AtollError(.invalidArgument, "a results handle was passed where a realm is expected")
+    case .migration, .endedMigration: throw AtollError(.invalidArgument, "a migration handle was passed where a realm is expected")
     case nil: throw AtollError(.invalidArgument, "not a realm handle (never opened, or freed)")
     }
 }
@@ -110,7 +117,8 @@ func results(_ handle: OpaquePointer?) throws -> Results {
     guard let handle else { throw AtollError(.invalidArgument, "results is NULL") }
     switch handles.get(handle) {
     case .results(let r): return r
-    case .realm, .closedRealm: throw AtollError(.invalidArgument, "a realm handle was passed where results are expected")
+    case .realm, .closedRealm, .migratingRealm, .migration, .endedMigration:
+        throw AtollError(.invalidArgument, "a realm or migration handle was passed where results are expected")
     case nil: throw AtollError(.invalidArgument, "not a results handle (never made, or freed)")
     }
 }

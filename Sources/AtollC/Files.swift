@@ -13,6 +13,11 @@ struct OpenOptions {
     var size: Int
     var shouldCompact: ShouldCompactFunction?
     var shouldCompactUserdata: UnsafeMutableRawPointer?
+    var migration: MigrationFunction?
+    var migrationUserdata: UnsafeMutableRawPointer?
+
+    /// The size of the first version of the struct (size and the should-compact fields).
+    static let firstVersionSize = MemoryLayout<Int>.stride + 2 * MemoryLayout<UnsafeRawPointer>.stride
 }
 
 /// A host's should-compact callback with its userdata, as a Swift closure. The pointer is the
@@ -40,16 +45,21 @@ public func atoll_realm_open_with(_ config: UnsafePointer<CChar>?, _ options: Un
         if let options {
             // `size` must cover every field read below and no more than this library knows.
             let size = options.load(as: Int.self)
-            let minimum = MemoryLayout<OpenOptions>.size  // this version reads every field
+            let minimum = OpenOptions.firstVersionSize
             let maximum = MemoryLayout<OpenOptions>.size
-            guard size >= minimum, size <= maximum else {
+            guard size == minimum || size == maximum else {
                 throw AtollError(.invalidArgument, "options->size must be sizeof(atoll_open_options_t) "
-                    + "(\(maximum) for this library), not \(size)")
+                    + "(\(maximum) for this library, or \(minimum) for hosts built with its first version), not \(size)")
             }
-            let read = options.load(as: OpenOptions.self)
+            // Fields past the host's size are not read: they are not there.
+            var read = OpenOptions(size: size, shouldCompact: nil, shouldCompactUserdata: nil, migration: nil, migrationUserdata: nil)
+            withUnsafeMutableBytes(of: &read) { $0.copyMemory(from: UnsafeRawBufferPointer(start: options, count: size)) }
             if let function = read.shouldCompact {
                 let callback = ShouldCompactCallback(function, read.shouldCompactUserdata)
                 configuration.shouldCompactOnLaunch = { total, used in callback(total, used) }
+            }
+            if let function = read.migration {
+                configuration.migration = migrationCallback(function, read.migrationUserdata)
             }
         }
         let store = try Store(configuration)

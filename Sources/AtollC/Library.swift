@@ -14,7 +14,7 @@ nonisolated(unsafe) private let statusNames: [Int32: UnsafePointer<CChar>] = {
         .querySyntax: "QUERY_SYNTAX", .queryInvalid: "QUERY_INVALID", .notInWrite: "NOT_IN_WRITE",
         .alreadyInWrite: "ALREADY_IN_WRITE", .file: "FILE", .closed: "CLOSED", .readOnly: "READ_ONLY", .busy: "BUSY",
         .noSuchClass: "NO_SUCH_CLASS", .noSuchProperty: "NO_SUCH_PROPERTY", .typeMismatch: "TYPE_MISMATCH",
-        .missingValue: "MISSING_VALUE", .internal: "INTERNAL",
+        .missingValue: "MISSING_VALUE", .internal: "INTERNAL", .migration: "MIGRATION",
     ]
     for code in AtollError.Code.allCases {
         names[code.rawValue] = UnsafePointer(strdup("ATOLL_ERR_" + (spelled[code] ?? "UNKNOWN"))!)

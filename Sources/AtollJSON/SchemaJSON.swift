@@ -214,7 +214,7 @@ public enum SchemaJSON {
 }
 
 /// Reads a store configuration from JSON: {"path", "inMemory", "schema", "schemaVersion",
-/// "readOnly", "writeTimeoutMs"}.
+/// "readOnly", "writeTimeoutMs", "deleteRealmIfMigrationNeeded"}.
 public enum ConfigurationJSON {
     /// - Throws: `.invalidJSON`, `.invalidArgument` (unknown keys, wrong types), `.schema`.
     public static func configuration(_ text: UnsafePointer<CChar>) throws -> Configuration {
@@ -245,6 +245,7 @@ public enum ConfigurationJSON {
                 guard v.pointee.type == JSON_STRING else { throw AtollError(.invalidArgument, "configuration \"path\" must be a string") }
                 config.path = try EJSON.validString(v)
             case "inMemory": config.inMemory = try bool()
+            case "deleteRealmIfMigrationNeeded": config.deleteRealmIfMigrationNeeded = try bool()
             case "readOnly": config.readOnly = try bool()
             case "schemaVersion":
                 let n = try integer()

@@ -25,6 +25,8 @@ public struct AtollError: Error, CustomStringConvertible, Sendable, Equatable {
         case typeMismatch = 17
         case missingValue = 18
         case `internal` = 19
+        /// The migration callback failed (returned an error); the file is left as it was.
+        case migration = 20
     }
 
     public var code: Code

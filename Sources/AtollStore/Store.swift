@@ -17,10 +17,21 @@ public struct Configuration: Sendable {
     /// the file's total and used bytes; see `Store+Files.swift`. Not asked for read-only or
     /// in-memory stores.
     public var shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)?
+    /// Runs when the file's schema version is lower than `schemaVersion`, after the file's
+    /// classes were changed to the new schema, to move data from the old objects to the new
+    /// ones (see `Migration`). Throwing cancels the migration and the open: the file stays as
+    /// it was.
+    public var migration: (@Sendable (Migration) throws -> Void)?
+    /// Deletes every object and class instead of failing when the file's schema would need a
+    /// migration (Realm's `deleteRealmIfMigrationNeeded`). Lower schema versions still fail.
+    public var deleteRealmIfMigrationNeeded: Bool
 
     public init(path: String? = nil, inMemory: Bool = false, schema: Schema? = nil, schemaVersion: UInt64 = 0,
                 readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil,
-                shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)? = nil) {
+                shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)? = nil,
+                migration: (@Sendable (Migration) throws -> Void)? = nil, deleteRealmIfMigrationNeeded: Bool = false) {
+        self.migration = migration
+        self.deleteRealmIfMigrationNeeded = deleteRealmIfMigrationNeeded
         self.path = path
         self.inMemory = inMemory
         self.schema = schema
@@ -74,6 +85,9 @@ public final class Store: @unchecked Sendable {
     /// Write operations and transaction ends so far: with `PRAGMA data_version`, tells whether
     /// the data changed (see `DataStamp`).
     var writeCount = 0
+    /// Set while a migration callback runs: its writes belong to the migration's transaction,
+    /// which only the migration commits.
+    var migrating = false
     /// How deep the object being written is nested in inline links and embedded objects.
     var nesting = 0
     static let maxNesting = 100
@@ -214,6 +228,7 @@ public final class Store: @unchecked Sendable {
     public func commit() throws {
         try locked { conn in
             guard let state = write else { throw AtollError(.notInWrite, "commit: the realm is not in a write transaction") }
+            guard !migrating else { throw AtollError(.invalidArgument, "commit: a migration commits its own transaction when its callback returns") }
             do {
                 if state.recorder.total > 0 {
                     try state.recorder.flush(conn, version: state.version)
@@ -241,6 +256,7 @@ public final class Store: @unchecked Sendable {
     public func cancelWrite() throws {
         try locked { conn in
             guard write != nil else { throw AtollError(.notInWrite, "cancel: the realm is not in a write transaction") }
+            guard !migrating else { throw AtollError(.invalidArgument, "cancel: to cancel a migration, fail its callback") }
             write = nil
             writeCount += 1
             try conn.statement("ROLLBACK").run()

@@ -121,7 +121,9 @@ final class QueryCollectionsTests: XCTestCase {
         check("bag.@sum == 2", [], [])
         check("bag.@sum == 1", [], [1, 2])
         assertAtollError(try store.objects("Owner", where: "anything.@type == 'colour'"), .queryInvalid, "unknown type name")
-        assertAtollError(try store.objects("Owner", where: "name.@type == 'string'"), .queryInvalid, "needs a mixed property")
+        check("name.@type == 'string'", [], [1, 2, 3, 4, 5, 6])  // a typed property's type
+        check("best.@type == 'link'", [], [1])
+        assertAtollError(try store.objects("Owner", where: "anything.@type > 'string'"), .queryInvalid, "@type compares with == or !=")
     }
 
     func testBacklinksAndSubquery() {

@@ -30,6 +30,7 @@ _Static_assert(ATOLL_ERR_NO_SUCH_PROPERTY == 16, "status codes are never renumbe
 _Static_assert(ATOLL_ERR_TYPE_MISMATCH == 17, "status codes are never renumbered");
 _Static_assert(ATOLL_ERR_MISSING_VALUE == 18, "status codes are never renumbered");
 _Static_assert(ATOLL_ERR_INTERNAL == 19, "status codes are never renumbered");
+_Static_assert(ATOLL_ERR_MIGRATION == 20, "status codes are never renumbered");
 _Static_assert(ATOLL_UPDATE_ERROR == 0 && ATOLL_UPDATE_MODIFIED == 1 && ATOLL_UPDATE_ALL == 2,
                "update policies are never renumbered");
 
@@ -72,6 +73,14 @@ struct atoll_abi_v0 {
     bool (*realm_compact)(atoll_realm_t *);
     bool (*realm_file_exists)(const char *, bool *);
     bool (*realm_delete_files)(const char *, bool *);
+    atoll_realm_t *(*migration_realm)(atoll_migration_t *);
+    char *(*migration_old_schema)(atoll_migration_t *);
+    char *(*migration_new_schema)(atoll_migration_t *);
+    bool (*migration_versions)(atoll_migration_t *, uint64_t *, uint64_t *);
+    char *(*migration_old_objects)(atoll_migration_t *, const char *);
+    bool (*migration_set)(atoll_migration_t *, const char *, int64_t, const char *);
+    bool (*migration_rename_property)(atoll_migration_t *, const char *, const char *, const char *);
+    bool (*migration_delete_data)(atoll_migration_t *, const char *);
 };
 
 extern const struct atoll_abi_v0 atoll_header_only_abi;
@@ -112,6 +121,14 @@ const struct atoll_abi_v0 atoll_header_only_abi = {
     atoll_realm_compact,
     atoll_realm_file_exists,
     atoll_realm_delete_files,
+    atoll_migration_realm,
+    atoll_migration_old_schema,
+    atoll_migration_new_schema,
+    atoll_migration_versions,
+    atoll_migration_old_objects,
+    atoll_migration_set,
+    atoll_migration_rename_property,
+    atoll_migration_delete_data,
 };
 
 /* The types a host sees. */
@@ -125,5 +142,7 @@ const char atoll_header_only_version[] = ATOLL_VERSION;
 _Static_assert(offsetof(atoll_open_options_t, size) == 0, "size is the first field");
 _Static_assert(offsetof(atoll_open_options_t, should_compact) == sizeof(size_t),
                "fields of atoll_open_options_t keep their places");
+_Static_assert(offsetof(atoll_open_options_t, migration) == sizeof(size_t) + 2 * sizeof(void *),
+               "the migration fields follow the first version's");
 extern const atoll_open_options_t atoll_header_only_options;
-const atoll_open_options_t atoll_header_only_options = { sizeof(atoll_open_options_t), NULL, NULL };
+const atoll_open_options_t atoll_header_only_options = { sizeof(atoll_open_options_t), NULL, NULL, NULL, NULL };

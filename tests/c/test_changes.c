@@ -132,7 +132,10 @@ static void test_list_instructions(void) {
                 CHECK_STR(p, "dogs");
                 free(p);
                 CHECK_INT(atoll_jint(one, "index"), inserts);
-                CHECK_INT(atoll_jint(one, "value"), inserts == 0 ? 2 : 1);
+                /* A link in the log is {"$ref": class, "$id": primary key}. */
+                json_t *link = json_object_get(one, "value");
+                CHECK_STR(atoll_jstr(link, "$ref"), "Dog");
+                CHECK_INT(atoll_jint(link, "$id"), inserts == 0 ? 2 : 1);
                 inserts++;
             }
         }
@@ -142,7 +145,7 @@ static void test_list_instructions(void) {
         CHECK_STR(op_of(json_array_get(v4, 0)), "listClear");
         CHECK_STR(op_of(json_array_get(v4, 1)), "listInsert");
         CHECK_INT(atoll_jint(json_array_get(v4, 1), "index"), 0);
-        CHECK_INT(atoll_jint(json_array_get(v4, 1), "value"), 1);
+        CHECK_INT(atoll_jint(json_object_get(json_array_get(v4, 1), "value"), "$id"), 1);
     }
     json_decref(c);
     atoll_realm_close(r);

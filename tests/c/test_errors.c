@@ -513,7 +513,7 @@ static void mutate(const char *seed, char *buf, size_t cap) {
 static bool known_failure(void) {
     atoll_error_t e;
     if (!atoll_last_error(&e)) return false;
-    return e.code > ATOLL_OK && e.code <= ATOLL_ERR_INTERNAL && e.code != ATOLL_ERR_INTERNAL &&
+    return e.code > ATOLL_OK && e.code <= ATOLL_ERR_MIGRATION && e.code != ATOLL_ERR_INTERNAL &&
            e.message != NULL && e.message[0] != '\0';
 }
 

@@ -232,9 +232,10 @@ static void test_write_copy_to_a_configuration(void) {
     char copy[1024], config[4096];
     snprintf(copy, sizeof copy, "%s", atoll_tmp_realm_path("to-config-copy"));
 
-    /* Dog.age as a string needs a migration: refused, and no file is left. */
+    /* Dog.age as a string needs a migration (the same schema version: none runs): refused,
+       and no file is left. */
     snprintf(config, sizeof config,
-             "{\"path\": \"%s\", \"schemaVersion\": 1, \"schema\": [{\"name\": \"Dog\", "
+             "{\"path\": \"%s\", \"schema\": [{\"name\": \"Dog\", "
              "\"primaryKey\": \"_id\", \"properties\": {\"_id\": \"int\", \"name\": \"string\", "
              "\"age\": \"string\"}}]}",
              copy);

@@ -64,11 +64,11 @@ static void test_status_names(void) {
         "ATOLL_ERR_QUERY_SYNTAX", "ATOLL_ERR_QUERY_INVALID", "ATOLL_ERR_NOT_IN_WRITE",
         "ATOLL_ERR_ALREADY_IN_WRITE", "ATOLL_ERR_FILE", "ATOLL_ERR_CLOSED", "ATOLL_ERR_READ_ONLY",
         "ATOLL_ERR_BUSY", "ATOLL_ERR_NO_SUCH_CLASS", "ATOLL_ERR_NO_SUCH_PROPERTY",
-        "ATOLL_ERR_TYPE_MISMATCH", "ATOLL_ERR_MISSING_VALUE", "ATOLL_ERR_INTERNAL",
+        "ATOLL_ERR_TYPE_MISMATCH", "ATOLL_ERR_MISSING_VALUE", "ATOLL_ERR_INTERNAL", "ATOLL_ERR_MIGRATION",
     };
-    for (int code = 0; code <= ATOLL_ERR_INTERNAL; code++) CHECK_STR(atoll_status_name(code), names[code]);
+    for (int code = 0; code <= ATOLL_ERR_MIGRATION; code++) CHECK_STR(atoll_status_name(code), names[code]);
     CHECK_STR(atoll_status_name(ATOLL_ERR_NOT_FOUND), "ATOLL_ERR_NOT_FOUND");
-    CHECK(atoll_status_name(ATOLL_ERR_INTERNAL + 1) == NULL);
+    CHECK(atoll_status_name(ATOLL_ERR_MIGRATION + 1) == NULL);
     CHECK(atoll_status_name(-1) == NULL);
     CHECK(atoll_status_name(1000000) == NULL);
 }

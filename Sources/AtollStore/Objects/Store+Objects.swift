@@ -221,6 +221,27 @@ extension Store {
         s.bind(1, key)
         guard try s.step() else { s.reset(); return nil }
         let existing = s.int64(0)
+        let old = oldValues(s, given)
+        s.reset()
+        try update(info, existing, ref, doc, given, old, policy, conn, rec)
+        return existing
+    }
+
+    /// Updates the given properties of the object with a row key (policy `.all`).
+    func updateByRowKey(_ info: ClassInfo, _ rowKey: Int64, _ ref: Value, _ doc: Document, _ conn: Connection,
+                        _ rec: ChangeRecorder) throws {
+        try checkKeys(info, doc)
+        let given = info.columns.filter { doc[$0.name] != nil }
+        let s = try conn.statement(info.currentValuesSQL(given, byRowKey: true))
+        s.bind(1, rowKey)
+        guard try s.step() else { s.reset(); throw AtollError(.notFound, "no object of class '\(info.name)' with key \(rowKey)") }
+        let old = oldValues(s, given)
+        s.reset()
+        try update(info, rowKey, ref, doc, given, old, .all, conn, rec)
+    }
+
+    /// The current values (and mixed types) of `given` in a row of `currentValuesSQL`.
+    private func oldValues(_ s: Statement, _ given: [Property]) -> [(SQLValue, SQLValue)] {
         var old = [(SQLValue, SQLValue)]()
         var typeColumn = Int32(given.count + 1)
         for (i, p) in given.enumerated() {
@@ -231,9 +252,7 @@ extension Store {
             }
             old.append((s.sqlValue(Int32(i + 1)), type))
         }
-        s.reset()
-        try update(info, existing, ref, doc, given, old, policy, conn, rec)
-        return existing
+        return old
     }
 
     /// Updates an existing object's scalar columns with one `UPDATE … RETURNING`, where no

@@ -158,18 +158,121 @@ final class QueryCompiler {
         case .argument(let n, let position): return try argument(n, position: position)
         case .list(let items): return .list(try items.map { try constant($0) ?? .null })
         case .keyPath, .subquery: return nil
+        case .arithmetic(let op, let a, let b):
+            guard let x = try constant(a), let y = try constant(b) else { return nil }
+            return try fold(op, x, y)
+        }
+    }
+
+    /// `+ - * /` of two constant numbers: ints stay ints (overflow is an error, `/` gives a
+    /// double), anything else is a double.
+    private func fold(_ op: String, _ x: Value, _ y: Value) throws -> Value {
+        if case .int(let a) = x, case .int(let b) = y, op != "/" {
+            let (r, overflow) = op == "+" ? a.addingReportingOverflow(b) : op == "-" ? a.subtractingReportingOverflow(b) : a.multipliedReportingOverflow(by: b)
+            guard !overflow else { throw AtollError(.queryInvalid, "\(a) \(op) \(b) overflows a 64-bit integer") }
+            return .int(r)
+        }
+        guard let a = x.doubleValue ?? (x.decimalValue?.doubleValue), let b = y.doubleValue ?? (y.decimalValue?.doubleValue) else {
+            throw AtollError(.queryInvalid, "\(op) needs numbers, not \(x.kindName) and \(y.kindName)")
+        }
+        switch op {
+        case "+": return .double(a + b)
+        case "-": return .double(a - b)
+        case "*": return .double(a * b)
+        default: return .double(a / b)
         }
     }
 
     private func isPath(_ e: Expression) -> Bool {
         switch e {
         case .keyPath, .subquery: return true
+        case .arithmetic(_, let a, let b): return isPath(a) || isPath(b)
         default: return false
+        }
+    }
+
+    private func isArithmetic(_ e: Expression) -> Bool {
+        if case .arithmetic = e { return isPath(e) }
+        return false
+    }
+
+    /// An arithmetic expression (or one of its operands) as SQL: key paths must name single
+    /// numbers; the result is an int when both sides are and the operation is not `/`.
+    private func arithmeticOperand(_ e: Expression, _ scope: Scope, position: Int) throws -> Operand {
+        switch e {
+        case .keyPath(let path, let p):
+            let operand = try scalar(path, scope, position: p, for: "arithmetic")
+            guard operand.type == nil, [.int, .float, .double].contains(operand.property.type) || operand.property.name == "@count" else {
+                throw AtollError(.queryInvalid, "arithmetic needs numbers; '\(pathText(path))' is \(operand.property.typeName)")
+            }
+            return operand
+        case .subquery(let sq):
+            return Operand(try subqueryCount(sq, scope), Self.countProperty)
+        case .arithmetic(let op, let a, let b):
+            let x = try arithmeticOperand(a, scope, position: position), y = try arithmeticOperand(b, scope, position: position)
+            let isInt = x.property.type == .int && y.property.type == .int && op != "/"
+            let expr = op == "/" ? "(CAST(\(x.expr) AS REAL) / \(y.expr))" : "(\(x.expr) \(op) \(y.expr))"
+            return Operand(expr, Property(name: "arithmetic", type: isInt ? .int : .double, isOptional: true))
+        default:
+            guard let v = try constant(e) else { throw AtollError(.queryInvalid, "arithmetic needs numbers, at position \(position)") }
+            switch v {
+            case .int(let i): return Operand(parameter(.integer(i)), Property(name: "constant", type: .int))
+            case .double, .float, .decimal:
+                return Operand(parameter(.real(v.doubleValue ?? v.decimalValue?.doubleValue ?? 0)), Property(name: "constant", type: .double))
+            default: throw AtollError(.queryInvalid, "arithmetic needs numbers, not \(v.kindName) \(v.shortDescription)")
+            }
+        }
+    }
+
+    /// A constant as an operand (for comparisons of two constants).
+    private func constantOperand(_ v: Value) throws -> Operand {
+        guard let type = v.scalarType else {
+            throw AtollError(.queryInvalid, "cannot compare \(v.kindName) \(v.shortDescription) with a constant")
+        }
+        return Operand(parameter(type.sqlValue(v)), Property(name: "constant", type: type, isOptional: true))
+    }
+
+    /// Combines per-value conditions as a quantifier over a list of constants says.
+    private func combine(_ q: Quantifier, _ parts: [String]) -> String {
+        guard !parts.isEmpty else { return q == .any ? "0" : "1" }
+        switch q {
+        case .any: return "(" + parts.joined(separator: " OR ") + ")"
+        case .all: return "(" + parts.joined(separator: " AND ") + ")"
+        case .none: return "NOT coalesce(" + parts.joined(separator: " OR ") + ", 0)"
         }
     }
 
     private func comparison(_ c: Comparison, _ scope: Scope) throws -> String {
         var c = c
+        if isArithmetic(c.left) || isArithmetic(c.right) {
+            guard c.quantifier == nil, c.rightQuantifier == nil else {
+                throw AtollError(.queryInvalid, "ANY/ALL/NONE do not apply to arithmetic, at position \(c.position)")
+            }
+            let left = try arithmeticOperand(c.left, scope, position: c.position)
+            let right = try arithmeticOperand(c.right, scope, position: c.position)
+            return try compareColumns(left, c.op, right, c)
+        }
+        // `a == ANY {1, 2}`, `ANY list > ALL {5, 9}`: the right side's values combine as its
+        // quantifier says, inside the left side's.
+        if let rq = c.rightQuantifier {
+            guard case .list(let values)? = try constant(c.right) else {
+                throw AtollError(.queryInvalid, "ANY/ALL/NONE on the right need a list of values, at position \(c.position)")
+            }
+            let op: Comparison.Op = c.op == .in ? .equal : c.op
+            if case .list(let lefts)? = try constant(c.left) {
+                let each = try lefts.map { l in
+                    let operand = try constantOperand(l)
+                    return combine(rq, try values.map { try compare(operand, op, $0, c, path: [.name("constant")]) })
+                }
+                return combine(c.quantifier ?? .any, each)
+            }
+            guard case .keyPath(let path, let position) = c.left else {
+                throw AtollError(.queryInvalid, "a comparison needs a property, at position \(c.position)")
+            }
+            return try keyPathPredicate(path, position: position, scope, quantifier: c.quantifier) { operand in
+                self.combine(rq, try values.map { try self.compare(operand, op, $0, c, path: path) })
+            }
+        }
         // `{a, b} IN list` (and `==`): with ANY (the default), one of the values is in the
         // list; with ALL, every one; with NONE, none.
         if c.op == .in || c.op == .equal, case .keyPath(let path, let position) = c.right,
@@ -181,7 +284,7 @@ final class QueryCompiler {
             switch c.quantifier ?? .any {
             case .any: return "(" + each.joined(separator: " OR ") + ")"
             case .all: return "(" + each.joined(separator: " AND ") + ")"
-            case .none: return "NOT (" + each.joined(separator: " OR ") + ")"
+            case .none: return "NOT coalesce(" + each.joined(separator: " OR ") + ", 0)"
             }
         }
         // Put the key path on the left: `5 < age` is `age > 5` (`v IN list` is handled below).
@@ -192,10 +295,13 @@ final class QueryCompiler {
             (c.left, c.right, c.op) = (c.right, c.left, flipped)
         }
         if case .subquery(let sq) = c.left {
-            guard c.quantifier == nil, let value = try constant(c.right) else {
-                throw AtollError(.queryInvalid, "a SUBQUERY's count compares with a number, at position \(c.position)")
-            }
             let count = Operand(try subqueryCount(sq, scope), Self.countProperty)
+            if case .keyPath(let rightPath, let rightPosition) = c.right, c.quantifier == nil {
+                return try compareColumns(count, c.op, try scalar(rightPath, scope, position: rightPosition, for: "a comparison"), c)
+            }
+            guard c.quantifier == nil, let value = try constant(c.right) else {
+                throw AtollError(.queryInvalid, "a SUBQUERY's count compares with a number or a property, at position \(c.position)")
+            }
             return try compare(count, c.op, value, c, path: [.operation("SUBQUERY")])
         }
         // `'x' IN tags`: the value is in the list property: ANY tags == 'x'.
@@ -411,7 +517,11 @@ final class QueryCompiler {
             }
             return try quantified(quantifier, position: position, path: path, build(Operand("length(\(operand.expr))", Self.countProperty)))
         case .operation("@type"):
-            throw invalid("'@type' needs a mixed property; '\(p.name)' is \(p.typeName)")
+            // A typed value's type is its property's (null when it is null).
+            guard rest.count == 1 else { throw invalid("nothing may follow '@type'") }
+            let tag = p.type == .object ? MixedTag.linkPrefix + (p.objectType ?? "") : p.type.rawValue
+            return try quantified(quantifier, position: position, path: path,
+                                  build(Operand("CASE WHEN \(operand.expr) IS NULL THEN NULL ELSE \(parameter(.text(tag))) END", Self.typeProperty)))
         default:
             throw invalid("'\(p.name)' is \(p.typeName), not a link; '\(next)' cannot follow it")
         }

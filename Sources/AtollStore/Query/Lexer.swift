@@ -8,9 +8,10 @@ struct Token: Equatable {
         case string(String)
         case int(Int64)
         case double(Double)
+        case decimal(Decimal128)    // a number with more digits than a double keeps
         case argument(Int)          // $0
         case variable(String)       // $d (a SUBQUERY's variable)
-        case op(String)             // == != < <= > >= && || ! = <>
+        case op(String)             // == != < <= > >= && || ! = <>, and + - * / between operands
         case modifier(String)       // [c] [d] [cd] after an operator
         case punct(Character)       // ( ) { } , . [ ] (brackets of subscripts: list[0], dict['k'])
         case timestamp(Timestamp)   // T12:0 or 2026-01-01@12:00:00
@@ -31,6 +32,10 @@ struct Lexer {
 
     /// Whether the previous token was a comparison operator (after which `[c]` is a modifier).
     private var afterOperator = false
+    /// Whether the previous token ended an operand (after which `-` is a minus, not a sign).
+    private var afterOperand = false
+    private static let words: Set<String> = ["AND", "OR", "NOT", "ANY", "SOME", "ALL", "NONE", "SORT", "DISTINCT", "LIMIT",
+                                             "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "IN", "BETWEEN"]
 
     static func tokenize(_ text: String) throws -> [Token] {
         var lexer = Lexer(text)
@@ -39,9 +44,16 @@ struct Lexer {
             let t = try lexer.next()
             tokens.append(t)
             switch t.kind {
-            case .op: lexer.afterOperator = true
+            case .op(let o): lexer.afterOperator = !"+-*/".contains(o)
             case .identifier(let word): lexer.afterOperator = Comparison.Op.allWords.contains(word.uppercased())
             default: lexer.afterOperator = false
+            }
+            switch t.kind {
+            case .identifier(let word): lexer.afterOperand = !words.contains(word.uppercased())
+            case .int, .double, .decimal, .string, .argument, .variable, .timestamp, .typed, .atKeyword,
+                 .punct(")"), .punct("]"), .punct("}"):
+                lexer.afterOperand = true
+            default: lexer.afterOperand = false
             }
             if t.kind == .end { return tokens }
         }
@@ -78,6 +90,11 @@ struct Lexer {
             while let d = peek(), d.isLetter || d.isNumber || d == "_" { name.append(d); i += 1 }
             guard !name.isEmpty else { throw error("expected a name after '@'", at: start) }
             return token(.atKeyword(name.lowercased()))
+        }
+        // After an operand, + - * / are arithmetic; elsewhere a sign belongs to a number.
+        if afterOperand, "+-*/".contains(c) {
+            i += 1
+            return token(.op(String(c)))
         }
         if c.isASCII, c.isNumber || ((c == "-" || c == "+") && (peek(1)?.isNumber ?? false) && (peek(1)?.isASCII ?? false)) {
             if let ts = try dateLiteral() { return token(.timestamp(ts)) }
@@ -179,6 +196,9 @@ struct Lexer {
         }
         if !isDouble, let v = Int64(text) { return .int(v) }
         guard let v = Double(text) else { throw error("bad number '\(text)'", at: start) }
+        // More significant digits than a double keeps: a decimal128 literal, exact.
+        let mantissa = text.prefix { $0 != "e" && $0 != "E" }.filter(\.isNumber).drop { $0 == "0" }
+        if mantissa.count > 15, let d = Decimal128(text) { return .decimal(d) }
         return .double(v)
     }
 
@@ -195,13 +215,15 @@ struct Lexer {
         var j = i + 10
         var iso = String(chars[i..<j])
         if j < chars.count, chars[j] == "@" || chars[j] == "T" {
-            let readable = chars[j] == "@"
+            var readable = chars[j] == "@"
             j += 1
             var time = ""
             while j < chars.count, chars[j].isASCII, chars[j].isNumber || chars[j] == ":" || chars[j] == "." {
                 time.append(chars[j])
                 j += 1
             }
+            // `T` may stand for `@` in the readable form with nanoseconds (HH:MM:SS:NANOS).
+            if time.split(separator: ":", omittingEmptySubsequences: false).count == 4 { readable = true }
             if readable {
                 let parts = time.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
                 guard parts.count == 3 || parts.count == 4 else { throw error("bad timestamp '\(String(chars[start..<j]))'", at: start) }

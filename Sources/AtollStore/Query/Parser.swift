@@ -22,6 +22,8 @@ struct Comparison {
     }
     var quantifier: Quantifier?
     var left: Expression
+    /// `a == ANY {1, 2}`: how the values of a list on the right combine.
+    var rightQuantifier: Quantifier?
     var op: Op
     var right: Expression
     var caseInsensitive = false
@@ -83,6 +85,8 @@ indirect enum Expression {
     case argument(Int, position: Int)
     case list([Expression])
     case subquery(Subquery)
+    /// `a * 2`, `a + b`: `+ - * /` on numbers.
+    case arithmetic(String, Expression, Expression)
 }
 
 enum Descriptor {
@@ -273,6 +277,16 @@ struct Parser {
         if op == .between {
             guard case .punct("{") = current.kind else { throw error("BETWEEN needs {low, high}") }
         }
+        for (word, q) in [("ANY", Quantifier.any), ("SOME", .any), ("ALL", .all), ("NONE", .none)] where isKeyword(word) {
+            switch tokens[i + 1].kind {
+            case .punct("{"), .argument:
+                c.rightQuantifier = q
+                i += 1
+            default:
+                break
+            }
+            break
+        }
         c.right = try expression()
         if op == .between {
             guard case .list(let items) = c.right, items.count == 2 else {
@@ -282,12 +296,41 @@ struct Parser {
         return c
     }
 
+    /// An operand: sums and differences of terms.
     private mutating func expression() throws -> Expression {
+        var left = try term()
+        while case .op(let o) = current.kind, o == "+" || o == "-" {
+            i += 1
+            left = .arithmetic(o, left, try term())
+        }
+        return left
+    }
+
+    private mutating func term() throws -> Expression {
+        var left = try factor()
+        while case .op(let o) = current.kind, o == "*" || o == "/" {
+            i += 1
+            left = .arithmetic(o, left, try factor())
+        }
+        return left
+    }
+
+    private mutating func factor() throws -> Expression {
+        if accept("(") {
+            let e = try nest { try $0.expression() }
+            try expect(")")
+            return e
+        }
+        return try value()
+    }
+
+    private mutating func value() throws -> Expression {
         let t = current
         switch t.kind {
         case .string(let s): i += 1; return .constant(.string(s))
         case .int(let v): i += 1; return .constant(.int(v))
         case .double(let v): i += 1; return .constant(.double(v))
+        case .decimal(let v): i += 1; return .constant(.decimal(v))
         case .timestamp(let ts): i += 1; return .constant(.date(ts))
         case .argument(let n): i += 1; return .argument(n, position: t.position)
         case .typed(let name, let body):
@@ -304,7 +347,7 @@ struct Parser {
             if !accept("}") {
                 repeat {
                     if case .punct("{") = current.kind { throw error("lists cannot be nested") }
-                    items.append(try expression())
+                    items.append(try value())
                 } while accept(",")
                 try expect("}")
             }
@@ -315,6 +358,7 @@ struct Parser {
             case "false": i += 1; return .constant(.bool(false))
             case "null", "nil": i += 1; return .constant(.null)
             case "subquery" where tokens[i + 1].kind == .punct("("): return try subquery()
+            case "obj" where tokens[i + 1].kind == .punct("("): return try objectLiteral()
             default: break
             }
             return .keyPath(try keyPath(), position: t.position)
@@ -342,6 +386,17 @@ struct Parser {
         }
         i += 1
         return .subquery(Subquery(collection: collection, variable: name, predicate: predicate, position: position))
+    }
+
+    /// `obj('Class', primaryKey)`: a link to an object, by class and primary key.
+    private mutating func objectLiteral() throws -> Expression {
+        i += 2  // obj (
+        guard case .string(let className) = current.kind else { throw error("obj(…) needs a class name string first") }
+        i += 1
+        try expect(",")
+        guard case .constant(let key) = try value() else { throw error("obj(…) needs a primary key value") }
+        try expect(")")
+        return .constant(.link(ObjectLink(className: className, primaryKey: key)))
     }
 
     private mutating func keyPath() throws -> [PathPart] {

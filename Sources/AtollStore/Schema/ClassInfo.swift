@@ -95,12 +95,12 @@ final class ClassInfo {
 
     /// `SELECT rowkey, columns... FROM table WHERE pk = ?` for some columns. Used under the
     /// store's lock, like every cache here.
-    func currentValuesSQL(_ columns: [Property]) -> String {
-        let key = "S\u{1}" + columns.map(\.name).joined(separator: "\u{1}")
+    func currentValuesSQL(_ columns: [Property], byRowKey: Bool = false) -> String {
+        let key = (byRowKey ? "R\u{1}" : "S\u{1}") + columns.map(\.name).joined(separator: "\u{1}")
         if let sql = columnsSQLCache[key] { return sql }
         let sql = "SELECT " + ([rowKey] + columns.map { quote($0.name) }
                                + columns.filter { $0.type == .mixed }.map { mixedTypeColumn($0) }).joined(separator: ", ")
-            + " FROM \(table) WHERE \(primaryKeyColumn) = ?"
+            + " FROM \(table) WHERE \(byRowKey ? rowKey : primaryKeyColumn) = ?"
         columnsSQLCache[key] = sql
         return sql
     }

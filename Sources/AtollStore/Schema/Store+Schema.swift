@@ -14,7 +14,26 @@ extension Store {
             return
         }
         try wanted.validate()
-        var plan = try plan(from: stored, to: wanted)
+        if let stored, configuration.schemaVersion < stored.version {
+            throw AtollError(.schemaMismatch, "schema version \(configuration.schemaVersion) is lower than the file's version \(stored.version); downgrades are not supported")
+        }
+        var plan: SchemaPlan
+        do {
+            plan = try self.plan(from: stored, to: wanted)
+        } catch let e as AtollError where e.code == .schemaMismatch && !configuration.readOnly {
+            if configuration.deleteRealmIfMigrationNeeded {
+                try inTransaction(conn) { try resetFile(conn, wanted) }
+                return
+            }
+            guard let stored, configuration.schemaVersion > stored.version else { throw e }
+            try migrate(conn, from: stored, to: wanted)
+            return
+        }
+        // A higher version with a migration callback runs it even when the changes are additive.
+        if let stored, configuration.schemaVersion > stored.version, configuration.migration != nil, !configuration.readOnly {
+            try migrate(conn, from: stored, to: wanted)
+            return
+        }
         if plan.isEmpty {
             adopt(plan.result, version: stored?.version ?? configuration.schemaVersion)
             return
@@ -34,14 +53,14 @@ extension Store {
         adopt(plan.result, version: configuration.schemaVersion)
     }
 
-    private func adopt(_ schema: Schema, version: UInt64) {
+    func adopt(_ schema: Schema, version: UInt64) {
         self.schema = schema
         schemaVersion = version
         incomingLinks = [:]
         classes = Dictionary(uniqueKeysWithValues: schema.classes.map { ($0.name, ClassInfo($0)) })
     }
 
-    private func inTransaction(_ conn: Connection, _ body: () throws -> Void) throws {
+    func inTransaction(_ conn: Connection, _ body: () throws -> Void) throws {
         try conn.execute("BEGIN IMMEDIATE")
         do {
             try body()
@@ -52,7 +71,7 @@ extension Store {
         }
     }
 
-    private func createMetadataTables(_ conn: Connection) throws {
+    func createMetadataTables(_ conn: Connection) throws {
         try conn.execute("""
             CREATE TABLE IF NOT EXISTS _atoll_meta (key TEXT PRIMARY KEY, value ANY) STRICT;
             CREATE TABLE IF NOT EXISTS _atoll_classes (name TEXT PRIMARY KEY, position INTEGER NOT NULL,
@@ -123,7 +142,7 @@ extension Store {
         return StoredSchema(schema: Schema(classes), version: version)
     }
 
-    private func saveSchema(_ conn: Connection, _ schema: Schema, version: UInt64) throws {
+    func saveSchema(_ conn: Connection, _ schema: Schema, version: UInt64) throws {
         try conn.execute("DELETE FROM _atoll_classes; DELETE FROM _atoll_properties;")
         let cs = try conn.prepare("INSERT INTO _atoll_classes VALUES (?, ?, ?, ?)")
         let ps = try conn.prepare("INSERT INTO _atoll_properties VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -187,46 +206,10 @@ extension Store {
                 plan.descriptions.append("class '\(cls.name)' added")
                 continue
             }
-            if before.primaryKey != cls.primaryKey {
-                problems.append("primary key of '\(cls.name)' changed from '\(before.primaryKey ?? "none")' to '\(cls.primaryKey ?? "none")'")
-            }
-            if before.isEmbedded != cls.isEmbedded {
-                problems.append("class '\(cls.name)' changed from \(before.isEmbedded ? "embedded" : "top-level") to \(cls.isEmbedded ? "embedded" : "top-level")")
-            }
-            for p in cls.properties {
-                if p.isComputed, before[property: p.name].map({ $0 != p }) ?? true {
-                    // Computed from links, never stored: free to add or change.
-                    if let q = before[property: p.name], !q.isComputed {
-                        problems.append("property '\(cls.name).\(p.name)' changed type from \(q.typeName) to \(p.typeName)")
-                    } else {
-                        plan.descriptions.append("property '\(cls.name).\(p.name)' (\(p.typeName)) added or changed")
-                    }
-                    continue
-                }
-                guard let q = before[property: p.name] else {
-                    plan.steps += addProperty(p, to: cls)
-                    plan.descriptions.append("property '\(cls.name).\(p.name)' added")
-                    continue
-                }
-                if q.type != p.type || q.objectType != p.objectType || q.collection != p.collection || q.isOptional != p.isOptional {
-                    problems.append("property '\(cls.name).\(p.name)' changed type from \(q.typeName) to \(p.typeName)")
-                } else if q.isIndexed != p.isIndexed {
-                    let info = ClassInfo(cls)
-                    plan.steps.append(p.isIndexed
-                        ? "CREATE INDEX IF NOT EXISTS \(info.indexName(p)) ON \(info.table) (\(quote(p.name)))"
-                        : "DROP INDEX IF EXISTS \(info.indexName(p))")
-                    plan.descriptions.append("index on '\(cls.name).\(p.name)' \(p.isIndexed ? "added" : "removed")")
-                } else if q.defaultValue != p.defaultValue {
-                    plan.descriptions.append("default of '\(cls.name).\(p.name)' changed")
-                }
-            }
-            for q in before.properties where cls[property: q.name] == nil {
-                if q.isComputed {
-                    plan.descriptions.append("property '\(cls.name).\(q.name)' (\(q.typeName)) removed")
-                } else {
-                    problems.append("property '\(cls.name).\(q.name)' was removed")
-                }
-            }
+            let changes = classChanges(before, cls)
+            plan.steps += changes.steps
+            plan.descriptions += changes.descriptions
+            problems += changes.problems
         }
         if !problems.isEmpty {
             throw AtollError(.schemaMismatch, "the schema needs a migration: " + problems.joined(separator: "; "))
@@ -236,7 +219,54 @@ extension Store {
         return plan
     }
 
-    private func columnDefinition(_ p: Property, _ info: ClassInfo) -> String {
+    /// How a class that the file has differs from the wanted one: the DDL of additions (new
+    /// properties, index changes), their descriptions, and the changes that need a migration.
+    func classChanges(_ before: ObjectSchema, _ cls: ObjectSchema) -> (steps: [String], descriptions: [String], problems: [String]) {
+        var plan = (steps: [String](), descriptions: [String](), problems: [String]())
+        if before.primaryKey != cls.primaryKey {
+            plan.problems.append("primary key of '\(cls.name)' changed from '\(before.primaryKey ?? "none")' to '\(cls.primaryKey ?? "none")'")
+        }
+        if before.isEmbedded != cls.isEmbedded {
+            plan.problems.append("class '\(cls.name)' changed from \(before.isEmbedded ? "embedded" : "top-level") to \(cls.isEmbedded ? "embedded" : "top-level")")
+        }
+        for p in cls.properties {
+            if p.isComputed, before[property: p.name].map({ $0 != p }) ?? true {
+                // Computed from links, never stored: free to add or change.
+                if let q = before[property: p.name], !q.isComputed {
+                    plan.problems.append("property '\(cls.name).\(p.name)' changed type from \(q.typeName) to \(p.typeName)")
+                } else {
+                    plan.descriptions.append("property '\(cls.name).\(p.name)' (\(p.typeName)) added or changed")
+                }
+                continue
+            }
+            guard let q = before[property: p.name] else {
+                plan.steps += addProperty(p, to: cls)
+                plan.descriptions.append("property '\(cls.name).\(p.name)' added")
+                continue
+            }
+            if q.type != p.type || q.objectType != p.objectType || q.collection != p.collection || q.isOptional != p.isOptional {
+                plan.problems.append("property '\(cls.name).\(p.name)' changed type from \(q.typeName) to \(p.typeName)")
+            } else if q.isIndexed != p.isIndexed {
+                let info = ClassInfo(cls)
+                plan.steps.append(p.isIndexed
+                    ? "CREATE INDEX IF NOT EXISTS \(info.indexName(p)) ON \(info.table) (\(quote(p.name)))"
+                    : "DROP INDEX IF EXISTS \(info.indexName(p))")
+                plan.descriptions.append("index on '\(cls.name).\(p.name)' \(p.isIndexed ? "added" : "removed")")
+            } else if q.defaultValue != p.defaultValue {
+                plan.descriptions.append("default of '\(cls.name).\(p.name)' changed")
+            }
+        }
+        for q in before.properties where cls[property: q.name] == nil {
+            if q.isComputed {
+                plan.descriptions.append("property '\(cls.name).\(q.name)' (\(q.typeName)) removed")
+            } else {
+                plan.problems.append("property '\(cls.name).\(q.name)' was removed")
+            }
+        }
+        return plan
+    }
+
+    func columnDefinition(_ p: Property, _ info: ClassInfo) -> String {
         if p.type == .object { return "\(quote(p.name)) INTEGER" }
         if p.type == .mixed {
             // The value and its type tag (see Store+Mixed.swift); a scalar default gives both.
@@ -255,7 +285,7 @@ extension Store {
         return "\(quote(p.name)) \(p.type.sqlType) NOT NULL DEFAULT \(p.type.sqlLiteral(p.implicitDefault))"
     }
 
-    private func createTable(_ cls: ObjectSchema) -> [String] {
+    func createTable(_ cls: ObjectSchema) -> [String] {
         let info = ClassInfo(cls)
         var columns = info.primaryKeyIsRowKey ? [] : ["\"_atoll_key\" INTEGER PRIMARY KEY"]
         columns += info.columns.map { columnDefinition($0, info) }
@@ -277,7 +307,7 @@ extension Store {
     }
 
     /// Indexes, and the side table of a list.
-    private func sideStructures(_ p: Property, _ info: ClassInfo) -> [String] {
+    func sideStructures(_ p: Property, _ info: ClassInfo) -> [String] {
         if p.isComputed { return [] }
         if p.isCollection {
             let table = info.listTable(p)

@@ -138,6 +138,8 @@ extension Value {
         default: return nil
         }
     }
+    /// The decimal, when this is `.decimal`.
+    public var decimalValue: Decimal128? { if case .decimal(let d) = self { return d } else { return nil } }
     /// The flag, when this is `.bool`.
     public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
     /// The elements, when this is `.list`.

@@ -129,7 +129,7 @@ def test_copy_to_a_configuration_that_needs_a_migration_leaves_no_file(tmp_path)
     with atoll.open(path) as realm:
         with pytest.raises(atoll.SchemaMismatchError,
                            match="does not open with the configuration.*changed type"):
-            realm.write_copy_to({"path": copy, "schema": [changed], "schema_version": 1})
+            realm.write_copy_to({"path": copy, "schema": [changed]})
         assert not any(p.exists() for p in companions(copy))
 
         # With an added class, the copy gets it; the original does not.

@@ -1,0 +1,131 @@
+import AtollJSON
+import AtollStore
+import CJansson
+import Synchronization
+
+// atoll_migration_*: what a migration callback (atoll_open_options_t.migration) calls.
+
+/// `atoll_migration_fn`.
+typealias MigrationFunction = @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Bool
+
+/// A host's migration callback with its userdata. The pointer is the host's: it is only used
+/// during atoll_realm_open_with(), on the calling thread.
+private final class HostMigration: @unchecked Sendable {
+    let function: MigrationFunction
+    let userdata: UnsafeMutableRawPointer?
+    init(_ function: MigrationFunction, _ userdata: UnsafeMutableRawPointer?) {
+        self.function = function
+        self.userdata = userdata
+    }
+}
+
+/// The host's callback as a Swift migration: it gets a migration handle and a realm handle
+/// that live for the call; returning false fails the migration with the callback's last error.
+func migrationCallback(_ function: MigrationFunction, _ userdata: UnsafeMutableRawPointer?) -> @Sendable (Migration) throws -> Void {
+    let host = HostMigration(function, userdata)
+    return { migration in
+        let realm = handles.insert(.migratingRealm(migration.realm))
+        let handle = handles.insert(.migration(migration))
+        defer {
+            handles.replace(handle, with: .endedMigration)
+            handles.replace(realm, with: .closedRealm)
+        }
+        let realmID = handleID(realm)
+        migrationRealms.withLock { $0[handleID(handle)] = realmID }
+        defer { migrationRealms.withLock { $0[handleID(handle)] = nil } }
+        errorSlot.clear()
+        if host.function(handle, host.userdata) { return }
+        let slot = errorSlot
+        let reason = slot.code != 0 ? String(cString: slot.message) : "the migration callback returned false"
+        throw AtollError(.migration, reason)
+    }
+}
+
+/// The realm handle of each live migration handle (handle values as integers).
+private let migrationRealms = Mutex<[UInt: UInt]>([:])
+
+private func handleID(_ handle: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(handle))) }
+
+private func migration(_ handle: OpaquePointer?) throws -> Migration {
+    guard let handle else { throw AtollError(.invalidArgument, "migration is NULL") }
+    switch handles.get(handle) {
+    case .migration(let m): return m
+    case .endedMigration: throw AtollError(.closed, "the migration is over: its handle is valid only during the callback")
+    default: throw AtollError(.invalidArgument, "not a migration handle")
+    }
+}
+
+@_cdecl("atoll_migration_realm")
+public func atoll_migration_realm(_ m: OpaquePointer?) -> OpaquePointer? {
+    call(nil) {
+        _ = try migration(m)
+        guard let m, let id = migrationRealms.withLock({ $0[handleID(m)] }) else { return nil }
+        return OpaquePointer(bitPattern: id)
+    }
+}
+
+@_cdecl("atoll_migration_old_schema")
+public func atoll_migration_old_schema(_ m: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
+    call(nil) { try textResult(SchemaJSON.make(try migration(m).oldSchema)) }
+}
+
+@_cdecl("atoll_migration_new_schema")
+public func atoll_migration_new_schema(_ m: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
+    call(nil) { try textResult(SchemaJSON.make(try migration(m).newSchema)) }
+}
+
+@_cdecl("atoll_migration_versions")
+public func atoll_migration_versions(_ m: OpaquePointer?, _ oldVersion: UnsafeMutablePointer<UInt64>?,
+                                     _ newVersion: UnsafeMutablePointer<UInt64>?) -> Bool {
+    call(false) {
+        let mig = try migration(m)
+        oldVersion?.pointee = mig.oldSchemaVersion
+        newVersion?.pointee = mig.newSchemaVersion
+        return true
+    }
+}
+
+@_cdecl("atoll_migration_old_objects")
+public func atoll_migration_old_objects(_ m: OpaquePointer?, _ className: UnsafePointer<CChar>?) -> UnsafeMutablePointer<CChar>? {
+    call(nil) {
+        let objects = try migration(m).oldObjects(try text(className, "class_name"))
+        let array = json_array()!
+        for (key, object) in objects {
+            let entry = json_object()!
+            json_object_set_new(entry, "key", json_integer(json_int_t(key.rawValue)))
+            json_object_set_new(entry, "object", EJSON.make(object))
+            json_array_append_new(array, entry)
+        }
+        return try textResult(array)
+    }
+}
+
+@_cdecl("atoll_migration_set")
+public func atoll_migration_set(_ m: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ key: Int64,
+                                _ valuesJSON: UnsafePointer<CChar>?) -> Bool {
+    call(false) {
+        let mig = try migration(m)
+        let name = try text(className, "class_name")
+        let values = try json(valuesJSON, "values_json")
+        defer { json_decref(values) }
+        try mig.set(name, key: ObjectKey(key), try EJSON.document(values))
+        return true
+    }
+}
+
+@_cdecl("atoll_migration_rename_property")
+public func atoll_migration_rename_property(_ m: OpaquePointer?, _ className: UnsafePointer<CChar>?,
+                                            _ from: UnsafePointer<CChar>?, _ to: UnsafePointer<CChar>?) -> Bool {
+    call(false) {
+        try migration(m).renameProperty(try text(className, "class_name"), from: try text(from, "from"), to: try text(to, "to"))
+        return true
+    }
+}
+
+@_cdecl("atoll_migration_delete_data")
+public func atoll_migration_delete_data(_ m: OpaquePointer?, _ className: UnsafePointer<CChar>?) -> Bool {
+    call(false) {
+        try migration(m).deleteData(try text(className, "class_name"))
+        return true
+    }
+}
