@@ -94,6 +94,7 @@ final class JSONStreamReader {
         try skipWhitespace()
         let start = offset
         try scan()
+        guard !scratch.isEmpty else { throw unexpected("a value") }
         var error = json_error_t()
         let json = scratch.withUnsafeBytes { raw in
             json_loadb(raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count,

@@ -331,7 +331,7 @@ final class RealmTransferTests: XCTestCase {
         // Not an export, or not a finished one: the failure is found before anything is kept.
         try assertImportFails(header + #"{"P": [{"id": 1}]}"#, .invalidJSON, "expected '}'")
         try assertImportFails(header + #"{"P": [{"id": 1}]}} trailing"#, .invalidJSON, "the end of the file")
-        try assertImportFails(header + #"{"P": [{"id": 1}, ]}}"#, .invalidJSON)
+        try assertImportFails(header + #"{"P": [{"id": 1}, ]}}"#, .invalidJSON, "expected a value, found ']'")
         try assertImportFails(header + #"{"Q": []}}"#, .noSuchClass, "class 'Q'")
         try assertImportFails(header + #"{"P": [], "P": []}}"#, .invalidJSON, "twice")
         try assertImportFails(header + #"{"P": [[1]]}}"#, .invalidJSON, "an array, not an object")
