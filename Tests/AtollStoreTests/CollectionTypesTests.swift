@@ -260,3 +260,22 @@ final class CollectionTypesTests: XCTestCase {
         XCTAssertNoThrow(try open(path, more))
     }
 }
+
+/// Enums are stored as their raw values and read back as the enum.
+final class EnumValueTests: XCTestCase {
+    enum Size: String { case small, large }
+    enum Level: Int { case low = 1, high = 9 }
+
+    func testEnumsRoundTripThroughTheirRawValues() throws {
+        let store = try openTemporaryStore(Schema([
+            ObjectSchema(name: "Shirt", primaryKey: "id", properties: [.int("id"), .string("size"), .int("level")]),
+        ]))
+        try store.write { try store.create("Shirt", ["id": .int(1), "size": Value(Size.large), "level": Value(Level.high)]) }
+        let shirt = try XCTUnwrap(store.object("Shirt", primaryKey: .int(1)))
+        XCTAssertEqual(shirt["size"], .string("large"))
+        XCTAssertEqual(shirt["size"]?.enumValue(Size.self), .large)
+        XCTAssertEqual(shirt["level"]?.enumValue(Level.self), .high)
+        XCTAssertNil(Value.string("medium").enumValue(Size.self))
+        XCTAssertEqual(try store.objects("Shirt", where: "size == $0", [Value(Size.large)]).count(), 1)
+    }
+}
