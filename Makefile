@@ -1,12 +1,13 @@
 # Atoll — entry points for people and CI (.ci/run runs `make test`).
 #
 #   make deps    Debian packages (only the missing ones; needs root) and .venv with pytest
-#   make build   swift build -c $(SWIFT_CONFIG), then CMake configure + build in build/
-#   make test    deps, build, swift test, ctest, pytest (bindings/python/tests)
+#   make build   swift build -c $(SWIFT_CONFIG), then CMake configure + build in build/ (the
+#                library, the C examples and tests, and the atoll command as build/bin/atoll)
+#   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli)
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory
 #   make bench   deps, then bench/run
-#   make install installs the library, header, atoll.pc and the CMake package under PREFIX
+#   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
 #   make clean   removes build/ and .build/ (distclean also removes .venv)
 #
 # Debug or release: libatoll.so is built in release everywhere (SWIFT_CONFIG, default release:
@@ -31,6 +32,9 @@ DEB_PACKAGES := libsqlite3-dev libjansson-dev cmake pkg-config python3-venv pyth
 SYSTEM_PYTHON := $(if $(wildcard /usr/bin/python3),/usr/bin/python3,$(shell command -v python3))
 LIBATOLL := $(CURDIR)/.build/$(SWIFT_CONFIG)/libatoll.so
 PYTHON_TESTS := bindings/python/tests
+# The atoll command's tests run the staged program (SwiftPM's atoll-cli, named as installed).
+CLI_TESTS := tests/cli
+ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
 
 .PHONY: deps build test demo bench install clean distclean
 
@@ -73,8 +77,9 @@ test: deps build
 	$(SWIFT) test || failed="$$failed swift-test"; \
 	echo "== ctest ($(BUILD_DIR))"; \
 	(cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)) || failed="$$failed ctest"; \
-	echo "== pytest $(PYTHON_TESTS) (ATOLL_LIBRARY=$(LIBATOLL))"; \
-	ATOLL_LIBRARY=$(LIBATOLL) $(VENV)/bin/pytest -q $(PYTHON_TESTS) || failed="$$failed pytest"; \
+	echo "== pytest $(PYTHON_TESTS) $(CLI_TESTS) (ATOLL_LIBRARY=$(LIBATOLL), ATOLL_CLI=$(ATOLL_CLI))"; \
+	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_CLI=$(ATOLL_CLI) $(VENV)/bin/pytest -q $(PYTHON_TESTS) $(CLI_TESTS) \
+	    || failed="$$failed pytest"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
 
@@ -97,7 +102,7 @@ demo: deps build
 bench: deps
 	ATOLL_LIBRARY=$(LIBATOLL) SWIFT_CONFIG=$(SWIFT_CONFIG) ./bench/run
 
-# Installs libatoll.so.0, atoll.h, atoll.pc and the CMake package under PREFIX.
+# Installs libatoll.so.0, atoll.h, atoll.pc, the CMake package and the atoll command under PREFIX.
 PREFIX ?= /usr/local
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)

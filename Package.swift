@@ -2,7 +2,8 @@
 import PackageDescription
 
 // Atoll: an offline-first object database on SQLite, with a C ABI (libatoll.so).
-// Layers (docs/architecture.md): CSQLite, CJansson <- AtollStore <- AtollJSON <- AtollC.
+// Layers (docs/architecture.md): CSQLite, CJansson <- AtollStore <- AtollJSON <- AtollC, and the
+// atoll-cli executable on AtollJSON.
 let package = Package(
     name: "Atoll",
     products: [
@@ -27,6 +28,14 @@ let package = Package(
         .target(name: "AtollTestSupport", dependencies: ["AtollStore"], path: "Tests/AtollTestSupport"),
         .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore", "AtollTestSupport"]),
         .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore", "AtollTestSupport"]),
+        // The `atoll` command (docs/cli.md). Its product is named atoll-cli because the library
+        // product is named atoll; `make install` installs it as bin/atoll, beside lib/, where the
+        // rpath finds a Swift runtime installed with -DATOLL_INSTALL_SWIFT_RUNTIME=ON.
+        .executableTarget(
+            name: "atoll-cli",
+            dependencies: ["AtollStore", "AtollJSON", "CJansson"],
+            linkerSettings: [.unsafeFlags(["-Xlinker", "-rpath=$ORIGIN/../lib"])]
+        ),
         .executableTarget(name: "atoll-swift-example", dependencies: ["AtollStore"], path: "examples/swift"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite"], path: "bench/swift"),
     ]

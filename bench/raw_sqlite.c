@@ -9,7 +9,7 @@
  * "check <name> <value>" lines (results, so that contenders can be compared for agreement).
  * Main figures: W1 W2 W3 W4 W5. Details: W3_index W3_scan (W3 is the better of the two),
  * W4_txn (W4's reads inside one read transaction, for reference), W5_single (one UPDATE ...
- * SET age = age + 1, for reference).
+ * SET age = age + 1, for reference). Then D1..D4, the data-model workloads (see data_model()).
  */
 #include <inttypes.h>
 #include <sqlite3.h>
@@ -62,6 +62,106 @@ static int64_t count_query(sqlite3_stmt *s) {
     int64_t n = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
     return n;
+}
+
+/*
+ * D1..D4, the data-model workloads, on a second file (DBFILE.dm) with M = N / 10 owners: the
+ * tables Atoll makes for Owner {_id, name, tags: int[]} and Pet {_id, name, owner: Owner?},
+ * written by hand (a side table for the list keyed by (owner, position), an index on the link).
+ *   D1 insert M owners with 10 list items each, one transaction
+ *   D2 count pets whose owner's name is 'owner-k', for 100 values of k (a query through a link)
+ *   D3 count owners with two or more pets, 10 times (a backlink count)
+ *   D4 count owners whose tags hold 7, 10 times (a query on a list)
+ * The M pets (pet j belongs to owner j % (M / 2)) are written before D2, untimed.
+ */
+static void data_model(const char *main_path, int64_t m) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s.dm", main_path);
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+        die("open dm");
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    exec("CREATE TABLE owner (_id INTEGER PRIMARY KEY, name TEXT NOT NULL) STRICT;"
+         "CREATE TABLE owner_tags (owner INTEGER NOT NULL, position INTEGER NOT NULL, value INTEGER NOT NULL,"
+         " PRIMARY KEY (owner, position)) STRICT, WITHOUT ROWID;"
+         "CREATE TABLE pet (_id INTEGER PRIMARY KEY, name TEXT NOT NULL, owner INTEGER) STRICT;"
+         "CREATE INDEX pet_owner ON pet (owner);");
+    {
+        sqlite3_stmt *o = prepare("INSERT INTO owner (_id, name) VALUES (?, ?)");
+        sqlite3_stmt *t = prepare("INSERT INTO owner_tags (owner, position, value) VALUES (?, ?, ?)");
+        char name[64];
+        double t0 = now();
+        exec("BEGIN");
+        for (int64_t i = 0; i < m; i++) {
+            int len = snprintf(name, sizeof name, "owner-%" PRId64, i);
+            sqlite3_bind_int64(o, 1, i);
+            sqlite3_bind_text(o, 2, name, len, SQLITE_STATIC);
+            if (sqlite3_step(o) != SQLITE_DONE) die("D1 owner");
+            sqlite3_reset(o);
+            for (int k = 0; k < 10; k++) {
+                sqlite3_bind_int64(t, 1, i);
+                sqlite3_bind_int64(t, 2, k);
+                sqlite3_bind_int64(t, 3, (i + k) % 1000);
+                if (sqlite3_step(t) != SQLITE_DONE) die("D1 tag");
+                sqlite3_reset(t);
+            }
+        }
+        exec("COMMIT");
+        printf("D1 %.6f\n", now() - t0);
+        sqlite3_finalize(o);
+        sqlite3_finalize(t);
+    }
+    {
+        sqlite3_stmt *p = prepare("INSERT INTO pet (_id, name, owner) VALUES (?, ?, ?)");
+        char name[64];
+        exec("BEGIN");
+        for (int64_t j = 0; j < m; j++) {
+            int len = snprintf(name, sizeof name, "pet-%" PRId64, j);
+            sqlite3_bind_int64(p, 1, j);
+            sqlite3_bind_text(p, 2, name, len, SQLITE_STATIC);
+            sqlite3_bind_int64(p, 3, j % (m / 2));
+            if (sqlite3_step(p) != SQLITE_DONE) die("pets");
+            sqlite3_reset(p);
+        }
+        exec("COMMIT");
+        sqlite3_finalize(p);
+    }
+    {
+        sqlite3_stmt *s = prepare("SELECT count(*) FROM pet AS p JOIN owner AS o ON o._id = p.owner WHERE o.name = ?");
+        char name[64];
+        int64_t total = 0;
+        double t0 = now();
+        for (int64_t k = 0; k < 100; k++) {
+            int len = snprintf(name, sizeof name, "owner-%" PRId64, k * 7);
+            sqlite3_bind_text(s, 1, name, len, SQLITE_STATIC);
+            total += count_query(s);
+        }
+        printf("D2 %.6f\n", now() - t0);
+        printf("check D2 %" PRId64 "\n", total);
+        sqlite3_finalize(s);
+    }
+    {
+        sqlite3_stmt *s = prepare("SELECT count(*) FROM owner AS o WHERE (SELECT count(*) FROM pet AS p WHERE p.owner = o._id) >= 2");
+        int64_t c = 0;
+        double t0 = now();
+        for (int r = 0; r < 10; r++) c = count_query(s);
+        printf("D3 %.6f\n", now() - t0);
+        printf("check D3 %" PRId64 "\n", c);
+        sqlite3_finalize(s);
+    }
+    {
+        sqlite3_stmt *s = prepare("SELECT count(*) FROM owner AS o WHERE EXISTS (SELECT 1 FROM owner_tags AS t WHERE t.owner = o._id AND t.value = ?)");
+        int64_t c = 0;
+        double t0 = now();
+        for (int r = 0; r < 10; r++) {
+            sqlite3_bind_int64(s, 1, 7);
+            c = count_query(s);
+        }
+        printf("D4 %.6f\n", now() - t0);
+        printf("check D4 %" PRId64 "\n", c);
+        sqlite3_finalize(s);
+    }
+    sqlite3_close(db);
 }
 
 int main(int argc, char **argv) {
@@ -214,5 +314,6 @@ int main(int argc, char **argv) {
     }
 
     sqlite3_close(db);
+    data_model(path, n / 10);
     return 0;
 }

@@ -6,6 +6,7 @@
 #   include/atoll.h
 #   lib/pkgconfig/atoll.pc
 #   lib/cmake/Atoll/AtollConfig.cmake, AtollConfigVersion.cmake   (find_package(Atoll) -> Atoll::atoll)
+#   bin/atoll                         the command-line tool (SwiftPM's atoll-cli; ATOLL_BUILD_CLI)
 #
 # How installed programs find what they need at run time (the choice, written down):
 #   - libatoll.so.0 itself: programs record an rpath to the prefix's lib directory. The .pc puts
@@ -18,8 +19,11 @@
 #     machine with the same toolchain in the same place needs nothing more, and nothing is
 #     copied by default (the runtime with Foundation is ~80 MB).
 #   - for a machine without the toolchain, -DATOLL_INSTALL_SWIFT_RUNTIME=ON copies the Swift
-#     runtime libraries libatoll.so.0 loads into the same lib directory, where its $ORIGIN
-#     entry finds them (the runtime libraries' own RUNPATH is $ORIGIN too).
+#     runtime libraries libatoll.so.0 (and bin/atoll) load into the same lib directory, where its
+#     $ORIGIN entry finds them (the runtime libraries' own RUNPATH is $ORIGIN too).
+#   - bin/atoll links the Swift modules statically, not libatoll.so.0; it needs only the Swift
+#     runtime, which its RUNPATH finds in the toolchain's directory or in $ORIGIN/../lib (where
+#     ATOLL_INSTALL_SWIFT_RUNTIME puts it, when the lib directory is `lib`).
 # The Swift runtime cannot be linked statically into a shared library, so one of these two is
 # needed; neither the .pc nor the CMake config adds an rpath to the Swift runtime, because the
 # loader searches a library's RUNPATH for that library's own dependencies, not the program's.
@@ -38,6 +42,9 @@ install(FILES "${ATOLL_STAGED_LIBRARY}"
 # A symlink is installed as a symlink.
 install(FILES "${ATOLL_STAGE_DIR}/libatoll.so" DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 install(FILES "${PROJECT_SOURCE_DIR}/include/atoll.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+if(ATOLL_BUILD_CLI)
+    install(PROGRAMS "${ATOLL_STAGED_CLI}" DESTINATION "${CMAKE_INSTALL_BINDIR}")
+endif()
 
 # pkg-config. libatoll.so is linked against jansson and sqlite3 itself (DT_NEEDED), so a host
 # needs neither on its link line; Libs.private names them for completeness (there is no static
@@ -84,10 +91,16 @@ if(ATOLL_INSTALL_SWIFT_RUNTIME)
     if(NOT ATOLL_SWIFT_RUNTIME_DIR)
         message(FATAL_ERROR "ATOLL_INSTALL_SWIFT_RUNTIME needs ATOLL_SWIFT_RUNTIME_DIR (swift -print-target-info)")
     endif()
-    # At install time: the libraries the loader resolves for libatoll.so.0 from the runtime dir.
+    set(_atoll_cli_for_runtime "")
+    if(ATOLL_BUILD_CLI)
+        set(_atoll_cli_for_runtime "EXECUTABLES \"${ATOLL_STAGED_CLI}\"")
+    endif()
+    # At install time: the libraries the loader resolves for libatoll.so.0 (and bin/atoll) from
+    # the runtime dir.
     install(CODE "
         file(GET_RUNTIME_DEPENDENCIES
              LIBRARIES \"${ATOLL_STAGED_LIBRARY}\"
+             ${_atoll_cli_for_runtime}
              RESOLVED_DEPENDENCIES_VAR _atoll_deps
              UNRESOLVED_DEPENDENCIES_VAR _atoll_unresolved
              DIRECTORIES \"${ATOLL_SWIFT_RUNTIME_DIR}\")

@@ -1,14 +1,19 @@
-# AtollSwift.cmake — builds libatoll.so with SwiftPM and exposes it as Atoll::atoll.
+# AtollSwift.cmake — builds libatoll.so with SwiftPM and exposes it as Atoll::atoll; builds the
+# `atoll` command-line tool.
 #
 # Cache variables:
 #   ATOLL_SWIFT_CONFIG   release (default) or debug: the `swift build -c` configuration.
 #   ATOLL_LIBRARY        an existing libatoll.so to use instead of running swift build.
+#   ATOLL_BUILD_CLI      ON (default): build the atoll command (needs swift even with ATOLL_LIBRARY).
 #   SWIFT_EXECUTABLE     the swift driver.
 # Defines:
 #   atoll_swift                  custom target (in ALL): swift build, then stages the library.
 #   Atoll::atoll                 IMPORTED shared library; depending on it runs atoll_swift first.
 #   ATOLL_STAGED_LIBRARY         <build>/lib/libatoll.so.0 (with a libatoll.so symlink beside it).
 #   ATOLL_SWIFT_RUNTIME_DIR      the Swift runtime library directory of the toolchain.
+#   atoll_cli                    custom target (in ALL, with ATOLL_BUILD_CLI): swift build --product
+#                                atoll-cli, then stages it as ATOLL_STAGED_CLI.
+#   ATOLL_STAGED_CLI             <build>/bin/atoll: the tool under the name it is installed as.
 #
 # Why a staged copy: the library's SONAME is libatoll.so.0, so a program linked against it asks
 # the loader for "libatoll.so.0". SwiftPM writes only .build/<config>/libatoll.so; the copy in
@@ -79,3 +84,26 @@ set_target_properties(Atoll::atoll PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${PROJECT_SOURCE_DIR}/include")
 # Dependencies added to an imported target are followed by everything that links it.
 add_dependencies(Atoll::atoll atoll_swift)
+
+# The atoll command. SwiftPM names it atoll-cli (its product name cannot be atoll, the library's);
+# the staged copy, and the installed one, are named atoll.
+option(ATOLL_BUILD_CLI "Build the atoll command-line tool and install it as bin/atoll" ON)
+if(ATOLL_BUILD_CLI)
+    if(NOT SWIFT_EXECUTABLE)
+        message(FATAL_ERROR "swift not found: the atoll command is built with swift; install a Swift toolchain or set -DATOLL_BUILD_CLI=OFF")
+    endif()
+    set(ATOLL_STAGED_CLI "${CMAKE_BINARY_DIR}/bin/atoll")
+    add_custom_target(atoll_cli ALL
+        COMMAND "${SWIFT_EXECUTABLE}" build -c "${ATOLL_SWIFT_CONFIG}" --product atoll-cli
+                --package-path "${PROJECT_SOURCE_DIR}"
+        COMMAND "${CMAKE_COMMAND}" -E make_directory "${CMAKE_BINARY_DIR}/bin"
+        COMMAND "${CMAKE_COMMAND}" -E copy_if_different
+                "${PROJECT_SOURCE_DIR}/.build/${ATOLL_SWIFT_CONFIG}/atoll-cli" "${ATOLL_STAGED_CLI}"
+        BYPRODUCTS "${ATOLL_STAGED_CLI}"
+        WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+        COMMENT "swift build -c ${ATOLL_SWIFT_CONFIG} --product atoll-cli, staged as bin/atoll"
+        USES_TERMINAL
+        VERBATIM)
+    # One swift build at a time in the package (SwiftPM locks .build).
+    add_dependencies(atoll_cli atoll_swift)
+endif()

@@ -8,7 +8,8 @@ public typealias JSONRef = UnsafeMutablePointer<json_t>
 /// Converts between `Value` and JSON text or jansson values, with MongoDB Extended JSON v2
 /// (relaxed) for the types JSON lacks: `{"$oid"}`, `{"$date"}`, `{"$uuid"}`,
 /// `{"$numberDecimal"}`, `{"$binary"}`, `{"$numberLong"}`, `{"$numberDouble"}`, and links as
-/// DBRefs, `{"$ref": "Dog", "$id": 5}`.
+/// DBRefs, `{"$ref": "Dog", "$id": 5}`. Decoding also takes `{"$numberFloat": "1.5"}`, a 32-bit
+/// float (not MongoDB's), which realm exports write for floats inside mixed values.
 ///
 /// Decoding is loose about numbers (a JSON integer is `.int`, a real `.double`); the store coerces
 /// values to each property's type.
@@ -176,14 +177,14 @@ public enum EJSON {
             return .int(i)
         case "$numberDouble":
             let s = try text("a number")
-            switch s {
-            case "Infinity": return .double(.infinity)
-            case "-Infinity": return .double(-.infinity)
-            case "NaN": return .double(.nan)
-            default:
-                guard let d = Double(s) else { throw AtollError(.invalidJSON, "invalid $numberDouble '\(s)'") }
-                return .double(d)
-            }
+            guard let d = nonFinite(s) ?? Double(s) else { throw AtollError(.invalidJSON, "invalid $numberDouble '\(s)'") }
+            return .double(d)
+        case "$numberFloat":
+            // Not MongoDB's: a 32-bit float, which a plain JSON number cannot tell from a double.
+            // Exports write it for floats inside mixed values (docs/cli.md).
+            let s = try text("a number")
+            guard let f = nonFinite(s).map(Float.init) ?? Float(s) else { throw AtollError(.invalidJSON, "invalid $numberFloat '\(s)'") }
+            return .float(f)
         case "$date":
             guard size == 1 else { throw AtollError(.invalidJSON, "$date must be the object's only key") }
             switch inner.pointee.type {
@@ -227,6 +228,16 @@ public enum EJSON {
             return .data(Array(bytes))
         default:
             throw AtollError(.invalidJSON, "unknown Extended JSON type '\(key)'")
+        }
+    }
+
+    /// The non-finite numbers of `$numberDouble` and `$numberFloat`: "Infinity", "-Infinity", "NaN".
+    private static func nonFinite(_ s: String) -> Double? {
+        switch s {
+        case "Infinity": return .infinity
+        case "-Infinity": return -.infinity
+        case "NaN": return .nan
+        default: return nil
         }
     }
 

@@ -55,6 +55,17 @@ final class EJSONTests: XCTestCase {
         XCTAssertTrue(nan.isNaN)
     }
 
+    func testNumberFloatIsAFloat() {
+        XCTAssertEqual(parse(#"{"$numberFloat": "0.1"}"#), .float(0.1))
+        XCTAssertEqual(parse(#"{"$numberFloat": "-Infinity"}"#), .float(-.infinity))
+        guard case .float(let zero)? = parse(#"{"$numberFloat": "-0.0"}"#) else { return XCTFail("-0.0 is not a float") }
+        XCTAssertEqual(zero.sign, .minus)
+        guard case .float(let nan)? = parse(#"{"$numberFloat": "NaN"}"#) else { return XCTFail("NaN is not a float") }
+        XCTAssertTrue(nan.isNaN)
+        assertAtollError(try EJSON.parse(#"{"$numberFloat": "one"}"#), .invalidJSON, "invalid $numberFloat 'one'")
+        assertAtollError(try EJSON.parse(#"{"$numberFloat": 1.5}"#), .invalidJSON, "one string value")
+    }
+
     func testDates() {
         XCTAssertEqual(parse(#"{"$date": "2026-01-01T00:00:00Z"}"#), .date(Timestamp(milliseconds: newYear2026)))
         XCTAssertEqual(parse(#"{"$date": "2026-01-01T01:00:00.250+01:00"}"#), .date(Timestamp(milliseconds: newYear2026 + 250)))

@@ -160,6 +160,55 @@ final class CollectionTypesTests: XCTestCase {
         assertAtollError(try bad.validate(), .schema, "not a link to 'Dog'")
     }
 
+    /// Random values of every kind for every property: each create works or throws an
+    /// AtollError, and a failed one leaves the realm as it was.
+    func testRandomValuesFailCleanly() throws {
+        let store = try store()
+        var seed = UInt64(7)
+        func next(_ n: Int) -> Int {
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            return Int((seed >> 33) % UInt64(n))
+        }
+        func value(_ depth: Int) -> Value {
+            switch next(depth > 2 ? 9 : 12) {
+            case 0: return .null
+            case 1: return .int(Int64(next(5)))
+            case 2: return .string(["a", "", "x.y", "$k", "é"][next(5)])
+            case 3: return .double([0.5, .nan, -0.0][next(3)])
+            case 4: return .bool(next(2) == 0)
+            case 5: return .link(ObjectLink(className: ["Dog", "Person", "Place", "Nope"][next(4)], primaryKey: .int(Int64(next(4)))))
+            case 6: return .date(Timestamp(milliseconds: Int64(next(1000))))
+            case 7: return .data([UInt8(next(256))])
+            case 8: return .decimal(Decimal128(Int64(next(9))))
+            case 9: return .list((0..<next(4)).map { _ in value(depth + 1) })
+            case 10: return .object(Document(uniqueKeys: (0..<next(3)).map { ("k\($0)" + ["", ".", "$"][next(3)], value(depth + 1)) }))
+            default: return .object(["city": value(depth + 1)])
+            }
+        }
+        let properties = Self.schema["Person"]!.properties.map(\.name).filter { $0 != "id" }
+        var created = 0
+        for i in 0..<3000 {
+            var doc: Document = ["id": .int(Int64(1000 + i))]
+            for _ in 0..<(1 + next(3)) { doc[properties[next(properties.count)]] = value(0) }
+            let before = try store.objects("Person").count()
+            do {
+                try store.write { try store.create("Person", doc) }
+                created += 1
+                XCTAssertNotNil(try store.object("Person", primaryKey: .int(Int64(1000 + i))))
+            } catch is AtollError {
+                XCTAssertEqual(try store.objects("Person").count(), before)
+            }
+            if i % 100 == 0 {
+                // No embedded object is left without its owner.
+                let held = try store.objects("Person").documents().reduce(0) { sum, person in
+                    sum + (person["places"]?.documentValue?.values.filter { !$0.isNull }.count ?? 0)
+                }
+                XCTAssertEqual(try store.objects("Place").count(), held)
+            }
+        }
+        XCTAssertGreaterThan(created, 100)
+    }
+
     func testObjectsWithoutPrimaryKeyAreNamedByTheirKey() throws {
         let store = try openTemporaryStore(Schema([
             ObjectSchema(name: "Note", properties: [.string("text")]),
@@ -209,5 +258,24 @@ final class CollectionTypesTests: XCTestCase {
         more.classes[1].properties.append(Property(name: "petOf", type: .linkingObjects, objectType: "Person", linkOriginProperty: "pets"))
         reopened.close()
         XCTAssertNoThrow(try open(path, more))
+    }
+}
+
+/// Enums are stored as their raw values and read back as the enum.
+final class EnumValueTests: XCTestCase {
+    enum Size: String { case small, large }
+    enum Level: Int { case low = 1, high = 9 }
+
+    func testEnumsRoundTripThroughTheirRawValues() throws {
+        let store = try openTemporaryStore(Schema([
+            ObjectSchema(name: "Shirt", primaryKey: "id", properties: [.int("id"), .string("size"), .int("level")]),
+        ]))
+        try store.write { try store.create("Shirt", ["id": .int(1), "size": Value(Size.large), "level": Value(Level.high)]) }
+        let shirt = try XCTUnwrap(store.object("Shirt", primaryKey: .int(1)))
+        XCTAssertEqual(shirt["size"], .string("large"))
+        XCTAssertEqual(shirt["size"]?.enumValue(Size.self), .large)
+        XCTAssertEqual(shirt["level"]?.enumValue(Level.self), .high)
+        XCTAssertNil(Value.string("medium").enumValue(Size.self))
+        XCTAssertEqual(try store.objects("Shirt", where: "size == $0", [Value(Size.large)]).count(), 1)
     }
 }

@@ -126,6 +126,50 @@ final class QueryCollectionsTests: XCTestCase {
         assertAtollError(try store.objects("Owner", where: "anything.@type > 'string'"), .queryInvalid, "@type compares with == or !=")
     }
 
+    /// Random token soups of the whole language: each query either runs or fails with a
+    /// syntax or query error (never another code: that would be SQL the compiler got wrong).
+    func testRandomQueriesFailCleanly() throws {
+        let tokens = ["dogs", "best", "scores", "weights", "tags", "prices", "pets", "anything", "bag", "name", "id",
+                      "owners", "age", ".", "@count", "@size", "@sum", "@avg", "@min", "@max", "@keys", "@values",
+                      "@type", "@links", "Owner", "Dog", "[", "]", "0", "LAST", "*", "'apple'", "SUBQUERY(", "$d",
+                      "$0", ",", "(", ")", "{", "}", "==", "!=", ">", "<=", "IN", "BETWEEN", "BEGINSWITH", "LIKE",
+                      "[c]", "ANY", "ALL", "NONE", "AND", "OR", "NOT", "+", "-", "/", "2", "1.5", "null", "true",
+                      "'string'", "obj('Dog', 1)", "SORT(", "ASC", "DISTINCT(", "LIMIT(", "TRUEPREDICATE"]
+        var seed = UInt64(20261129)
+        func next(_ n: Int) -> Int {
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            return Int((seed >> 33) % UInt64(n))
+        }
+        // Half the queries are built from paths, operators and values, so that many are valid.
+        let paths = ["name", "dogs", "dogs.age", "dogs.@count", "dogs.@avg.age", "dogs.@max.name", "best.name",
+                     "best.owners.@count", "scores", "scores[0]", "scores[LAST]", "scores.@sum", "weights.@avg", "tags",
+                     "tags.@count", "prices", "prices['apple']", "prices.pear", "prices.@keys", "prices.@values",
+                     "pets.first.age", "pets.@values.name", "anything", "anything.@type", "anything[0]",
+                     "anything['k']", "anything[*]", "anything.@size", "bag", "bag.@type", "bag.@sum",
+                     "@links.Owner.dogs.@count", "@links.@count", "SUBQUERY(dogs, $d, $d.age > 2).@count", "2 * id"]
+        let ops = ["==", "!=", ">", "<=", "IN", "BEGINSWITH", "==[c]", "LIKE", "BETWEEN"]
+        let values = ["5", "'apple'", "1.5", "null", "true", "$0", "{1, 'x'}", "{1, 2}", "ANY {1, 2}", "obj('Dog', 1)",
+                      "'string'", "name", "id"]
+        var ran = 0
+        for i in 0..<20_000 {
+            var query: String
+            if i % 2 == 0 {
+                query = (0..<(1 + next(12))).map { _ in tokens[next(tokens.count)] }.joined(separator: " ")
+            } else {
+                let quantifier = ["", "ANY ", "ALL ", "NONE "][next(4)]
+                query = quantifier + paths[next(paths.count)] + " " + ops[next(ops.count)] + " " + values[next(values.count)]
+                if next(3) == 0 { query += [" AND ", " OR "][next(2)] + paths[next(paths.count)] + " != null" }
+            }
+            do {
+                _ = try store.objects(next(2) == 0 ? "Owner" : "Dog", where: query, [.int(5)]).count()
+                ran += 1
+            } catch let e as AtollError {
+                XCTAssertTrue([.querySyntax, .queryInvalid].contains(e.code), "\(query): \(e)")
+            }
+        }
+        XCTAssertGreaterThan(ran, 500)  // 679 with this seed
+    }
+
     func testBacklinksAndSubquery() {
         check("owners.@count == 0", [], [4], "Dog")
         check("@links.Owner.dogs.@count > 0", [], [1, 2, 3], "Dog")

@@ -3,7 +3,8 @@
 //   usage: atoll-bench DIR N
 //
 // Opens DIR/main.realm (fresh) for W1..W5, then DIR/each.realm (fresh) for W1 written with
-// create() one object at a time. Prints "<name> <seconds>" lines, "check <name> <value>" lines
+// create() one object at a time, then DIR/dm.realm for the data-model workloads D1..D4. Prints
+// "<name> <seconds>" lines, "check <name> <value>" lines
 // and "#" comments; bench/run parses them. Main figures: W1 W2 W3 W4 W5. Details: W1_build (the
 // part of W1 spent building the Documents), W1_each, W5_read (the part of W5 spent reading ages).
 import AtollStore
@@ -180,4 +181,65 @@ do {
     }
 } catch {
     fail("\(error)")
+}
+
+// D1..D4, the data-model workloads (as bench/raw_sqlite.c's data_model()), on DIR/dm.realm
+// with M = N / 10 owners: Owner {_id, name, tags: int[]}, Pet {_id, name, owner: Owner?}.
+do {
+    let m = n / 10
+    let store = try Store(Configuration(path: dir + "/dm.realm", schema: Schema([
+        ObjectSchema(name: "Owner", primaryKey: "_id", properties: [
+            Property(name: "_id", type: .int), Property(name: "name", type: .string),
+            Property(name: "tags", type: .int, collection: .list),
+        ]),
+        ObjectSchema(name: "Pet", primaryKey: "_id", properties: [
+            Property(name: "_id", type: .int), Property(name: "name", type: .string),
+            Property(name: "owner", type: .object, objectType: "Owner"),
+        ]),
+    ])))
+    // D1: M owners with 10 list items each, one transaction (documents built inside the time).
+    do {
+        let t0 = now()
+        try store.beginWrite()
+        for i in 0..<m {
+            try store.create("Owner", ["_id": .int(Int64(i)), "name": .string("owner-\(i)"),
+                                       "tags": .list((0..<10).map { .int(Int64((i + $0) % 1000)) })])
+        }
+        try store.commit()
+        emit("D1", from: t0, to: now())
+    }
+    try store.beginWrite()
+    for j in 0..<m {
+        try store.create("Pet", ["_id": .int(Int64(j)), "name": .string("pet-\(j)"), "owner": .int(Int64(j % (m / 2)))])
+    }
+    try store.commit()
+    // D2: pets whose owner's name is 'owner-k', for 100 values of k.
+    do {
+        var total = 0
+        let t0 = now()
+        for k in 0..<100 {
+            total += try store.objects("Pet", where: "owner.name == $0", [.string("owner-\(k * 7)")]).count()
+        }
+        emit("D2", from: t0, to: now())
+        print("check D2 \(total)")
+    }
+    // D3: owners with two or more pets (a backlink count), 10 times.
+    do {
+        var c = 0
+        let t0 = now()
+        for _ in 0..<10 { c = try store.objects("Owner", where: "@links.Pet.owner.@count >= 2").count() }
+        emit("D3", from: t0, to: now())
+        print("check D3 \(c)")
+    }
+    // D4: owners whose tags hold 7, 10 times.
+    do {
+        var c = 0
+        let t0 = now()
+        for _ in 0..<10 { c = try store.objects("Owner", where: "tags == $0", [.int(7)]).count() }
+        emit("D4", from: t0, to: now())
+        print("check D4 \(c)")
+    }
+    store.close()
+} catch {
+    fail("data model: \(error)")
 }

@@ -79,8 +79,7 @@ struct atoll_abi_v0 {
     bool (*migration_versions)(atoll_migration_t *, uint64_t *, uint64_t *);
     char *(*migration_old_objects)(atoll_migration_t *, const char *);
     bool (*migration_set)(atoll_migration_t *, const char *, int64_t, const char *);
-    bool (*migration_rename_property)(atoll_migration_t *, const char *, const char *,
-                                      const char *);
+    bool (*migration_rename_property)(atoll_migration_t *, const char *, const char *, const char *);
     bool (*migration_delete_data)(atoll_migration_t *, const char *);
 };
 

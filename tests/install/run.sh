@@ -2,24 +2,29 @@
 # run.sh — the install test (ctest test `install`).
 #
 #   tests/install/run.sh --build-dir <cmake build dir> [--cmake cmake] [--cc cc] [--config C]
+#                        [--cli ON|OFF]
 #
 # 1. `cmake --install` the build into a temporary prefix and checks what landed there;
 # 2. builds project/main.c with `pkg-config --cflags --libs atoll` (PKG_CONFIG_PATH = prefix);
 # 3. builds project/ with CMake and find_package(Atoll) (CMAKE_PREFIX_PATH = prefix);
 # 4. runs both programs without LD_LIBRARY_PATH, and checks that they loaded libatoll.so.0
-#    from the prefix.
+#    from the prefix;
+# 5. with --cli ON (the build's ATOLL_BUILD_CLI), runs the installed bin/atoll on the realm the
+#    first program wrote.
 set -euo pipefail
 
 build_dir=""
 cmake=cmake
 cc=cc
 config=""
+cli=OFF
 while [[ $# -gt 0 ]]; do
     case $1 in
         --build-dir) build_dir=$2; shift 2 ;;
         --cmake) cmake=$2; shift 2 ;;
         --cc) cc=$2; shift 2 ;;
         --config) config=$2; shift 2 ;;
+        --cli) cli=$2; shift 2 ;;
         *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -88,6 +93,23 @@ for bin in "$tmp/outside-pkgconfig" "$tmp/build-cmake/outside"; do
         bad "$name failed (exit $?)"
     fi
 done
+
+if [[ $cli == ON ]]; then
+    step "bin/atoll"
+    atoll=$prefix/bin/atoll
+    if [[ -x $atoll && ! -L $atoll ]]; then
+        ok "bin/atoll"
+        got=$(env -u LD_LIBRARY_PATH "$atoll" --version) || true
+        [[ $got == "atoll $version" ]] && ok "atoll --version: $got" || bad "atoll --version printed '$got', expected 'atoll $version'"
+        realm=$tmp/outside-pkgconfig.realm
+        if [[ -f $realm ]]; then
+            env -u LD_LIBRARY_PATH "$atoll" info "$realm" >"$tmp/info.txt" \
+                && ok "atoll info on the realm outside-pkgconfig wrote" || { cat "$tmp/info.txt"; bad "atoll info failed"; }
+        fi
+    else
+        bad "no bin/atoll program"
+    fi
+fi
 
 echo
 if [[ $failures -eq 0 ]]; then

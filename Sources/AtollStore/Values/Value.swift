@@ -166,3 +166,23 @@ extension Document: CustomStringConvertible {
         "{" + zip(keys, values).map { "\($0): \($1)" }.joined(separator: ", ") + "}"
     }
 }
+
+// MARK: - Enums
+
+extension Value {
+    /// An enum stored as its raw value, as Realm stores enums.
+    public init<E: RawRepresentable>(_ e: E) where E.RawValue == String { self = .string(e.rawValue) }
+
+    /// An enum stored as its raw value, as Realm stores enums.
+    public init<E: RawRepresentable>(_ e: E) where E.RawValue == Int { self = .int(Int64(e.rawValue)) }
+
+    /// The case of an enum whose raw value this is, or nil.
+    public func enumValue<E: RawRepresentable>(_ type: E.Type) -> E? where E.RawValue == String {
+        stringValue.flatMap(E.init(rawValue:))
+    }
+
+    /// The case of an enum whose raw value this is, or nil.
+    public func enumValue<E: RawRepresentable>(_ type: E.Type) -> E? where E.RawValue == Int {
+        intValue.flatMap { Int(exactly: $0) }.flatMap(E.init(rawValue:))
+    }
+}
