@@ -615,7 +615,7 @@ class _MigrationRealm(Realm):
     ClosedError instead of reaching a handle the library has retired.
     """
 
-    def __init__(self, handle: Any, path: Optional[str]) -> None:  # noqa: D107 -- nothing opened
+    def __init__(self, handle: Any, path: Optional[str]) -> None:  # opens nothing: borrows
         self._handle = None
         self._prepare(path, -1)
         self._config_json = b""
