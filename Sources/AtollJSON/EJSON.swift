@@ -227,7 +227,7 @@ public enum EJSON {
             }
             return .data(Array(bytes))
         default:
-            throw AtollError(.invalidJSON, "unknown Extended JSON type '\(key)'")
+            throw AtollError(.invalidJSON, "unknown Extended JSON type '\(key)' (an object whose first key starts with '$' is an Extended JSON value; dictionary keys cannot start with '$')")
         }
     }
 

@@ -74,6 +74,8 @@ def test_special_floats():
     assert math.isnan(back[0]) and back[1:] == [math.inf, -math.inf, 2.5]
     assert ejson.loads('{"$numberLong": "9007199254740993"}') == 9007199254740993
     assert ejson.loads('{"$numberInt": "-7"}') == -7
+    # How `atoll export` writes a float held in a mixed value.
+    assert ejson.loads('{"$numberFloat": "0.1"}') == 0.1
 
 
 def test_plain_values_and_nesting():

@@ -33,6 +33,7 @@ key, ``primary_key`` is the object's ``_atoll_key``.
 
 On input these forms are accepted as well: {"$date": <int ms>}, {"$date": {"$numberLong":
 "..."}}, {"$binary": {"base64": ..., "subType": "04"}} (a UUID), {"$numberDouble": "..."},
+{"$numberFloat": "..."} (how ``atoll export`` writes a float held in a mixed value),
 {"$numberLong": "..."}, {"$numberInt": "..."}. A wrapper is recognised only when it is the
 object's only key (a link: when "$ref" and "$id" are its only two).
 """
@@ -235,7 +236,7 @@ def _object_hook(obj: Dict[str, Any]) -> Any:
         return uuid.UUID(raw)
     if key == "$numberDecimal" and isinstance(raw, str):
         return decimal.Decimal(raw)
-    if key == "$numberDouble" and isinstance(raw, str):
+    if key in ("$numberDouble", "$numberFloat") and isinstance(raw, str):
         return _double_from_ejson(raw)
     if key in ("$numberLong", "$numberInt") and isinstance(raw, str):
         return int(raw)
