@@ -130,6 +130,20 @@ func results(_ handle: OpaquePointer?) throws -> Results {
     }
 }
 
+// MARK: - Callbacks
+
+/// A host's C callback with its userdata, held by a Swift closure (which must be `Sendable`).
+/// The pointer is the host's: it is used only during the call that was given it, on the
+/// calling thread.
+final class HostCallback<Function>: @unchecked Sendable {
+    let function: Function
+    let userdata: UnsafeMutableRawPointer?
+    init(_ function: Function, _ userdata: UnsafeMutableRawPointer?) {
+        self.function = function
+        self.userdata = userdata
+    }
+}
+
 // MARK: - Arguments
 
 /// A required C string argument, checked for NULL and UTF-8.

@@ -20,18 +20,6 @@ struct OpenOptions {
     static let firstVersionSize = MemoryLayout<Int>.stride + 2 * MemoryLayout<UnsafeRawPointer>.stride
 }
 
-/// A host's should-compact callback with its userdata, as a Swift closure. The pointer is the
-/// host's: it is only used during `atoll_realm_open_with`, on the calling thread.
-private final class ShouldCompactCallback: @unchecked Sendable {
-    let function: ShouldCompactFunction
-    let userdata: UnsafeMutableRawPointer?
-    init(_ function: ShouldCompactFunction, _ userdata: UnsafeMutableRawPointer?) {
-        self.function = function
-        self.userdata = userdata
-    }
-    func callAsFunction(_ total: UInt64, _ used: UInt64) -> Bool { function(total, used, userdata) }
-}
-
 /// A configuration JSON argument.
 private func configuration(_ p: UnsafePointer<CChar>?) throws -> Configuration {
     guard let p else { throw AtollError(.invalidArgument, "config_json is NULL") }
@@ -55,8 +43,8 @@ public func atoll_realm_open_with(_ config: UnsafePointer<CChar>?, _ options: Un
             var read = OpenOptions(size: size, shouldCompact: nil, shouldCompactUserdata: nil, migration: nil, migrationUserdata: nil)
             withUnsafeMutableBytes(of: &read) { $0.copyMemory(from: UnsafeRawBufferPointer(start: options, count: size)) }
             if let function = read.shouldCompact {
-                let callback = ShouldCompactCallback(function, read.shouldCompactUserdata)
-                configuration.shouldCompactOnLaunch = { total, used in callback(total, used) }
+                let callback = HostCallback(function, read.shouldCompactUserdata)
+                configuration.shouldCompactOnLaunch = { total, used in callback.function(total, used, callback.userdata) }
             }
             if let function = read.migration {
                 configuration.migration = migrationCallback(function, read.migrationUserdata)

@@ -8,21 +8,10 @@ import Synchronization
 /// `atoll_migration_fn`.
 typealias MigrationFunction = @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Bool
 
-/// A host's migration callback with its userdata. The pointer is the host's: it is only used
-/// during atoll_realm_open_with(), on the calling thread.
-private final class HostMigration: @unchecked Sendable {
-    let function: MigrationFunction
-    let userdata: UnsafeMutableRawPointer?
-    init(_ function: MigrationFunction, _ userdata: UnsafeMutableRawPointer?) {
-        self.function = function
-        self.userdata = userdata
-    }
-}
-
 /// The host's callback as a Swift migration: it gets a migration handle and a realm handle
 /// that live for the call; returning false fails the migration with the callback's last error.
 func migrationCallback(_ function: MigrationFunction, _ userdata: UnsafeMutableRawPointer?) -> @Sendable (Migration) throws -> Void {
-    let host = HostMigration(function, userdata)
+    let host = HostCallback(function, userdata)
     return { migration in
         let realm = handles.insert(.migratingRealm(migration.realm))
         let handle = handles.insert(.migration(migration))

@@ -81,6 +81,36 @@ final class ChangeRecorder {
         pendingCount += 1
     }
 
+    /// `listInsert`s at indexes 0, 1, ... (or `setInsert`s) of `values` into one collection of
+    /// one object: the records `record` would write, with the names and the key encoded once.
+    func recordInserts(_ op: Instruction.Op, _ className: String, _ primaryKey: Value, property: String, _ values: [Value]) {
+        guard let first = values.first else { return }
+        let indexed = op == .listInsert
+        // The first record defines the names this chunk has not seen yet; the rest reuse their
+        // numbers and the primary key's bytes (a primary key is a scalar: no names inside).
+        record(Instruction(op, className, primaryKey, path: [.key(property)], value: first, index: indexed ? 0 : nil))
+        guard values.count > 1, let classNumber = writer.nameNumbers[className],
+              let propertyNumber = writer.nameNumbers[property] else {
+            for (i, v) in values.enumerated().dropFirst() {
+                record(Instruction(op, className, primaryKey, path: [.key(property)], value: v, index: indexed ? i : nil))
+            }
+            return
+        }
+        var key = BinaryWriter()
+        key.value(primaryKey)
+        for i in 1..<values.count {
+            writer.byte(op.rawValue)
+            writer.varint(UInt64(classNumber + 1))
+            writer.bytes.append(contentsOf: key.bytes)
+            writer.varint(1)
+            writer.byte(0)
+            writer.varint(UInt64(propertyNumber + 1))
+            if indexed { writer.signed(Int64(i)) }
+            writer.value(values[i])
+        }
+        pendingCount += values.count - 1
+    }
+
     struct Mark { let bytes: Int; let count: Int; let names: Int }
 
     func mark() -> Mark { Mark(bytes: writer.bytes.count, count: pendingCount, names: writer.names.count) }

@@ -62,8 +62,7 @@ extension Store {
                           _ conn: Connection) throws {
         guard !items.isEmpty else { return }
         let mixed = p.type == .mixed
-        let keyColumn = p.collection == .dictionary ? "key" : "position"
-        let s = try conn.statement("INSERT INTO \(info.listTable(p)) (owner, \(keyColumn), value\(mixed ? ", type" : "")) VALUES (?, ?, ?\(mixed ? ", ?" : ""))")
+        let s = try conn.statement(info.collectionInsertSQL(p))
         for (i, item) in items.enumerated() {
             s.reset()
             s.bind(1, owner)
@@ -111,12 +110,10 @@ extension Store {
             return
         case .list:
             if cleared { rec.record(Instruction(.listClear, info.name, ref, path: path)) }
-            for (i, item) in items.enumerated() {
-                rec.record(Instruction(.listInsert, info.name, ref, path: path, value: item.stored.canonical, index: i))
-            }
+            rec.recordInserts(.listInsert, info.name, ref, property: p.name, items.map(\.stored.canonical))
         case .set:
             if cleared { rec.record(Instruction(.setClear, info.name, ref, path: path)) }
-            for item in items { rec.record(Instruction(.setInsert, info.name, ref, path: path, value: item.stored.canonical)) }
+            rec.recordInserts(.setInsert, info.name, ref, property: p.name, items.map(\.stored.canonical))
         case .dictionary:
             if cleared { rec.record(Instruction(.dictionaryClear, info.name, ref, path: path)) }
             for item in items {

@@ -141,6 +141,17 @@ final class ClassInfo {
         return sql
     }
 
+    /// `INSERT INTO side (owner, position|key, value[, type]) VALUES (?, ?, ?[, ?])`
+    func collectionInsertSQL(_ p: Property) -> String {
+        let key = "I\u{1}" + p.name
+        if let sql = columnsSQLCache[key] { return sql }
+        let mixed = p.type == .mixed
+        let keyColumn = p.collection == .dictionary ? "key" : "position"
+        let sql = "INSERT INTO \(listTable(p)) (owner, \(keyColumn), value\(mixed ? ", type" : "")) VALUES (?, ?, ?\(mixed ? ", ?" : ""))"
+        columnsSQLCache[key] = sql
+        return sql
+    }
+
     /// The side table of a list, set or dictionary.
     func listTable(_ p: Property) -> String { quote("\(name).\(p.name)") }
 
