@@ -52,6 +52,22 @@ final class CollectionTypesTests: XCTestCase {
                          .typeMismatch, "is a set")
     }
 
+    func testLongCollectionsKeepEveryElementInOrder() throws {
+        let store = try store()
+        // Longer than one INSERT's batch of rows, and not a multiple of it.
+        let many = (0..<100).map { Value.string("t\($0)") }
+        let entries = (0..<70).map { (String(format: "k%03d", $0), Value.int(Int64($0))) }
+        let mixed = (0..<33).map { $0 % 2 == 0 ? Value.int(Int64($0)) : .string("\($0)") }
+        try store.write {
+            try store.create("Person", ["id": .int(1), "tags": .list(many), "scores": .object(Document(uniqueKeys: entries)),
+                                        "mixedList": .list(mixed)])
+        }
+        let p = try XCTUnwrap(store.object("Person", primaryKey: .int(1)))
+        XCTAssertEqual(p["tags"], .list(many))
+        XCTAssertEqual(p["scores"], .object(Document(uniqueKeys: entries)))
+        XCTAssertEqual(p["mixedList"], .list(mixed))
+    }
+
     func testDictionariesReadInKeyOrderAndCheckKeys() throws {
         let store = try store()
         try store.write {

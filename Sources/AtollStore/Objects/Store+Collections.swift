@@ -60,16 +60,26 @@ extension Store {
 
     func insertCollection(_ info: ClassInfo, _ p: Property, _ owner: Int64, _ items: [CollectionItem],
                           _ conn: Connection) throws {
-        guard !items.isEmpty else { return }
         let mixed = p.type == .mixed
-        let s = try conn.statement(info.collectionInsertSQL(p))
-        for (i, item) in items.enumerated() {
-            s.reset()
-            s.bind(1, owner)
-            if let key = item.key { s.bind(2, key) } else { s.bind(2, Int64(i)) }
-            s.bind(3, item.stored.sql)
-            if mixed { s.bind(4, item.stored.type) }
+        // Several rows per statement: one step for up to `insertBatch` elements.
+        var start = 0
+        while start < items.count {
+            let count = min(ClassInfo.insertBatch, items.count - start)
+            let s = try conn.statement(info.collectionInsertSQL(p, rows: count))
+            var n: Int32 = 1
+            for i in start..<(start + count) {
+                let item = items[i]
+                s.bind(n, owner)
+                if let key = item.key { s.bind(n + 1, key) } else { s.bind(n + 1, Int64(i)) }
+                s.bind(n + 2, item.stored.sql)
+                n += 3
+                if mixed {
+                    s.bind(n, item.stored.type)
+                    n += 1
+                }
+            }
             try s.run()
+            start += count
         }
     }
 

@@ -141,13 +141,19 @@ final class ClassInfo {
         return sql
     }
 
-    /// `INSERT INTO side (owner, position|key, value[, type]) VALUES (?, ?, ?[, ?])`
-    func collectionInsertSQL(_ p: Property) -> String {
-        let key = "I\u{1}" + p.name
+    /// The most collection elements one INSERT writes.
+    static let insertBatch = 32
+
+    /// `INSERT INTO side (owner, position|key, value[, type]) VALUES (?, ?, ?[, ?]), ...` for
+    /// `rows` elements (at most `insertBatch`).
+    func collectionInsertSQL(_ p: Property, rows: Int) -> String {
+        let key = "I\(rows)\u{1}" + p.name
         if let sql = columnsSQLCache[key] { return sql }
         let mixed = p.type == .mixed
         let keyColumn = p.collection == .dictionary ? "key" : "position"
-        let sql = "INSERT INTO \(listTable(p)) (owner, \(keyColumn), value\(mixed ? ", type" : "")) VALUES (?, ?, ?\(mixed ? ", ?" : ""))"
+        let row = mixed ? "(?, ?, ?, ?)" : "(?, ?, ?)"
+        let sql = "INSERT INTO \(listTable(p)) (owner, \(keyColumn), value\(mixed ? ", type" : "")) VALUES "
+            + Array(repeating: row, count: rows).joined(separator: ", ")
         columnsSQLCache[key] = sql
         return sql
     }
