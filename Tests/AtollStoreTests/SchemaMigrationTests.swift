@@ -1,4 +1,5 @@
 import AtollStore
+import CSQLite
 import Foundation
 import XCTest
 
@@ -374,5 +375,22 @@ final class SchemaMigrationTests: XCTestCase {
         let anonymous = try Store(Configuration(inMemory: true, schema: v1))
         defer { anonymous.close() }
         XCTAssertEqual(try anonymous.objects("Person").count(), 0)
+    }
+}
+
+/// A stored schema that something else damaged is refused at open, not trusted.
+final class DamagedSchemaTests: XCTestCase {
+    func testADamagedStoredSchemaIsRefused() throws {
+        let path = temporaryRealmPath()
+        let schema = Schema([
+            ObjectSchema(name: "Dog", primaryKey: "id", properties: [.int("id"), .link("owner", "Person")]),
+            ObjectSchema(name: "Person", primaryKey: "id", properties: [.int("id")]),
+        ])
+        try Store(Configuration(path: path, schema: schema)).close()
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open(path, &db), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(db, "UPDATE _atoll_properties SET object_type = NULL WHERE name = 'owner'", nil, nil, nil), SQLITE_OK)
+        sqlite3_close(db)
+        assertAtollError(try Store(Configuration(path: path)), .file, "the schema stored in the file is invalid")
     }
 }

@@ -139,7 +139,13 @@ extension Store {
             }
         }
         ps.reset()
-        return StoredSchema(schema: Schema(classes), version: version)
+        // What the code relies on (link targets, backlink origins, primary keys) holds for
+        // schemas it wrote; a file damaged or written by something else is refused here.
+        let schema = Schema(classes)
+        do { try schema.validate() } catch let e as AtollError {
+            throw AtollError(.file, "the schema stored in the file is invalid: \(e.message)")
+        }
+        return StoredSchema(schema: schema, version: version)
     }
 
     func saveSchema(_ conn: Connection, _ schema: Schema, version: UInt64) throws {

@@ -141,3 +141,18 @@ def test_round_trip_of_every_type():
         "link": Link("Dog", ObjectId()),
     }
     assert ejson.loads(ejson.dumps(value)) == value
+
+
+def test_enums_are_stored_as_their_raw_values():
+    import enum
+
+    class Size(enum.Enum):
+        SMALL = "small"
+        LARGE = "large"
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    assert ejson.encode({"size": Size.LARGE, "level": Level.LOW, "sizes": [Size.SMALL]}) == \
+        {"size": "large", "level": 1, "sizes": ["small"]}
+    assert Size(ejson.loads('"large"')) is Size.LARGE

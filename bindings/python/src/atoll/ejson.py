@@ -43,6 +43,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import decimal
+import enum
 import json
 import math
 import re
@@ -116,6 +117,9 @@ def _default(value: Any) -> Any:
         return {"$ref": value.class_name, "$id": value.primary_key}
     if isinstance(value, (set, frozenset)):
         return list(value)
+    if isinstance(value, enum.Enum):
+        # Realm stores enums as their raw values; map them back with MyEnum(value).
+        return value.value
     if isinstance(value, _dt.date):
         raise TypeError(
             f"date {value.isoformat()} is not a datetime; atoll dates are instants: pass "
