@@ -5,7 +5,7 @@
 #                library, the C examples and tests, and the atoll command as build/bin/atoll)
 #   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli)
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
-#                temporary directory
+#                temporary directory, and the atoll command on one of them
 #   make bench   deps, then bench/run
 #   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
 #   make clean   removes build/ and .build/ (distclean also removes .venv)
@@ -97,7 +97,11 @@ demo: deps build
 	echo; \
 	echo "== examples/quickstart.py ($$tmp/quickstart-py.realm)"; \
 	ATOLL_LIBRARY=$(LIBATOLL) PYTHONPATH=$(CURDIR)/bindings/python/src$${PYTHONPATH:+:$$PYTHONPATH} \
-	    $(VENV)/bin/python examples/quickstart.py "$$tmp/quickstart-py.realm"
+	    $(VENV)/bin/python examples/quickstart.py "$$tmp/quickstart-py.realm"; \
+	echo; \
+	echo "== the atoll command on $$tmp/quickstart-py.realm"; \
+	$(BUILD_DIR)/bin/atoll query "$$tmp/quickstart-py.realm" Dog 'age > $$0 SORT(age DESC)' '[4]'; \
+	$(BUILD_DIR)/bin/atoll info "$$tmp/quickstart-py.realm"
 
 bench: deps
 	ATOLL_LIBRARY=$(LIBATOLL) SWIFT_CONFIG=$(SWIFT_CONFIG) ./bench/run
