@@ -64,6 +64,21 @@ static int64_t count_query(sqlite3_stmt *s) {
     return n;
 }
 
+/* Runs a count query `times` times, with `param` bound to its parameter when it has one, and
+ * prints "<name> <seconds>" and "check <name> <count>". */
+static void timed_count(const char *name, const char *sql, int times, int64_t param) {
+    sqlite3_stmt *s = prepare(sql);
+    int64_t c = 0;
+    double t0 = now();
+    for (int r = 0; r < times; r++) {
+        if (sqlite3_bind_parameter_count(s) > 0) sqlite3_bind_int64(s, 1, param);
+        c = count_query(s);
+    }
+    printf("%s %.6f\n", name, now() - t0);
+    printf("check %s %" PRId64 "\n", name, c);
+    sqlite3_finalize(s);
+}
+
 /*
  * D1..D4, the data-model workloads, on a second file (DBFILE.dm) with M = N / 10 owners: the
  * tables Atoll makes for Owner {_id, name, tags: int[]} and Pet {_id, name, owner: Owner?},
@@ -140,27 +155,10 @@ static void data_model(const char *main_path, int64_t m) {
         printf("check D2 %" PRId64 "\n", total);
         sqlite3_finalize(s);
     }
-    {
-        sqlite3_stmt *s = prepare("SELECT count(*) FROM owner AS o WHERE (SELECT count(*) FROM pet AS p WHERE p.owner = o._id) >= 2");
-        int64_t c = 0;
-        double t0 = now();
-        for (int r = 0; r < 10; r++) c = count_query(s);
-        printf("D3 %.6f\n", now() - t0);
-        printf("check D3 %" PRId64 "\n", c);
-        sqlite3_finalize(s);
-    }
-    {
-        sqlite3_stmt *s = prepare("SELECT count(*) FROM owner AS o WHERE EXISTS (SELECT 1 FROM owner_tags AS t WHERE t.owner = o._id AND t.value = ?)");
-        int64_t c = 0;
-        double t0 = now();
-        for (int r = 0; r < 10; r++) {
-            sqlite3_bind_int64(s, 1, 7);
-            c = count_query(s);
-        }
-        printf("D4 %.6f\n", now() - t0);
-        printf("check D4 %" PRId64 "\n", c);
-        sqlite3_finalize(s);
-    }
+    timed_count("D3", "SELECT count(*) FROM owner AS o WHERE (SELECT count(*) FROM pet AS p WHERE p.owner = o._id) >= 2",
+                10, 0);
+    timed_count("D4", "SELECT count(*) FROM owner AS o WHERE EXISTS (SELECT 1 FROM owner_tags AS t WHERE t.owner = o._id AND t.value = ?)",
+                10, 7);
     sqlite3_close(db);
 }
 
@@ -204,18 +202,7 @@ int main(int argc, char **argv) {
     }
 
     /* W2: count age == 42, 100 times (the index answers it). */
-    {
-        sqlite3_stmt *s = prepare("SELECT count(*) FROM item WHERE age = ?");
-        int64_t c = 0;
-        double t0 = now();
-        for (int r = 0; r < 100; r++) {
-            sqlite3_bind_int64(s, 1, 42);
-            c = count_query(s);
-        }
-        printf("W2 %.6f\n", now() - t0);
-        printf("check W2 %" PRId64 "\n", c);
-        sqlite3_finalize(s);
-    }
+    timed_count("W2", "SELECT count(*) FROM item WHERE age = ?", 100, 42);
 
     /* W3: count owner == 'owner-7' AND age > 50, 10 times: with the planner's choice (the age
      * index, which selects half the table) and with the index hidden (+age: a table scan). */
