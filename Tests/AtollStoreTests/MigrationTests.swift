@@ -113,6 +113,28 @@ final class MigrationTests: XCTestCase {
         try store.write { try store.create("Person", ["id": .int(3), "name": .null]) }
     }
 
+    func testCollectionsThatBecomeRequiredKeepTheirValues() throws {
+        let path = temporaryRealmPath()
+        let v0 = Schema([ObjectSchema(name: "Bag", primaryKey: "id", properties: [
+            .int("id"), Property(name: "items", type: .string, collection: .list, isOptional: true),
+            Property(name: "counts", type: .int, collection: .dictionary, isOptional: true),
+        ])])
+        do {
+            let store = try Store(Configuration(path: path, schema: v0))
+            try store.write {
+                try store.create("Bag", ["id": .int(1), "items": .list([.string("a"), .null, .string("b")]),
+                                         "counts": .object(["x": .int(1), "y": .null])])
+            }
+            store.close()
+        }
+        var v1 = v0
+        v1.classes[0].properties[1].isOptional = false
+        v1.classes[0].properties[2].isOptional = false
+        let store = try migrate(path, v1, nil)
+        XCTAssertEqual(try store.object("Bag", primaryKey: .int(1))?["items"], .list([.string("a"), .string("b")]))
+        XCTAssertEqual(try store.object("Bag", primaryKey: .int(1))?["counts"], .object(["x": .int(1)]))
+    }
+
     func testAFailedMigrationLeavesTheFileAsItWas() throws {
         let path = temporaryRealmPath()
         try seed(path)

@@ -9,8 +9,10 @@ import Foundation
 //    kept for the callback.
 // 2. Each such class is rebuilt: its table is renamed aside, a table of the new layout created,
 //    and the values of properties that kept their name and type copied over, row keys
-//    included (so links to its objects stay valid). Lists, sets and dictionaries that kept
-//    their type keep their side tables. Other changes are applied as additions.
+//    included (so links to its objects stay valid); a property that became required gets its
+//    default where it was null. Lists, sets and dictionaries that kept their type keep their
+//    side tables (one that became required loses its nulls). Other changes are applied as
+//    additions.
 // 3. The callback runs with the new schema in place; it reads old objects, writes new ones by
 //    key, renames properties, deletes classes' data, or creates and deletes objects.
 // 4. Primary keys are checked unique, the old tables dropped, the schema and version saved,
@@ -293,8 +295,16 @@ extension Store {
             }
         }
         try conn.execute("INSERT INTO \(newInfo.table) (\(targets.joined(separator: ", "))) SELECT \(sources.joined(separator: ", ")) FROM \(oldTable) AS o")
+        // Collections that became required keep their elements but the nulls.
+        var ownedSideTables = keptSideTables
+        for q in oldInfo.collections where !keptSideTables.contains(q.name) {
+            guard let p = after[property: q.name], sameStorage(q, p), let aside = oldSideTables[q.name] else { continue }
+            let columns = (p.collection == .dictionary ? "owner, key, value" : "owner, position, value") + (p.type == .mixed ? ", type" : "")
+            try conn.execute("INSERT INTO \(newInfo.listTable(p)) (\(columns)) SELECT \(columns) FROM \(aside) WHERE value IS NOT NULL")
+            ownedSideTables.insert(q.name)
+        }
         if rowKeyExpression != "o.\(oldInfo.rowKey)" {
-            try moveRowKeys(after.name, from: "SELECT o.\(oldInfo.rowKey), \(rowKeyExpression) FROM \(oldTable) AS o", keptSideTables, conn)
+            try moveRowKeys(after.name, from: "SELECT o.\(oldInfo.rowKey), \(rowKeyExpression) FROM \(oldTable) AS o", ownedSideTables, conn)
         }
         return (Migration.RebuiltClass(oldTable: oldTable, rowKeyExpression: rowKeyExpression, oldSideTables: oldSideTables), unique)
     }
