@@ -36,27 +36,38 @@ extension RealmTransfer {
     /// - Throws: `.file` when `realmPath` exists and is not empty, or a file cannot be read;
     ///   `.invalidJSON` for a file that is not an export (with the byte offset); `.schema` for
     ///   its schema; the store's errors for its objects, prefixed with the class and the object's
-    ///   index. A failed import leaves no realm file (or the empty file as it was).
+    ///   index. A failed import leaves no realm file (or the empty file as it was): the realm is
+    ///   written under a hidden name beside `realmPath` (`.NAME.importing-…`) and renamed into
+    ///   place when complete, so an import that is killed leaves only that hidden file.
     @discardableResult
     public static func importRealm(from exportPath: String, to realmPath: String,
                                    progress: ((Progress) -> Void)? = nil) throws -> ImportSummary {
-        let existed = try checkNewRealm(realmPath)
+        _ = try checkNewRealm(realmPath)
         let reader = try JSONStreamReader(path: exportPath)
         let header = try readHeader(reader)
+        // The realm is written beside its path under a hidden name and renamed into place once
+        // complete: an import that is killed half-way leaves nothing at `realmPath`.
+        let url = URL(fileURLWithPath: realmPath)
+        let partial = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).importing-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
         var store: Store?
         do {
-            let opened = try Store(Configuration(path: realmPath, schema: header.schema, schemaVersion: header.schemaVersion))
+            let opened = try Store(Configuration(path: partial, schema: header.schema, schemaVersion: header.schemaVersion))
             store = opened
             let importer = Importer(store: opened, reader: reader, progress: progress)
             try opened.write {
                 try importer.run(objectsAt: reader.offset)
             }
             opened.close()
+            _ = try checkNewRealm(realmPath)
+            guard rename(partial, realmPath) == 0 else {
+                throw AtollError(.file, "cannot move the imported realm to '\(realmPath)': \(String(cString: strerror(errno)))")
+            }
             return ImportSummary(schemaVersion: header.schemaVersion,
                                  objectCounts: importer.order.map { ClassCount(className: $0, count: importer.counts[$0] ?? 0) })
         } catch {
             store?.close()
-            removeFailedRealm(realmPath, existed: existed)
+            removeFailedRealm(partial)
             throw error
         }
     }
@@ -138,9 +149,8 @@ extension RealmTransfer {
         return exists
     }
 
-    private static func removeFailedRealm(_ path: String, existed: Bool) {
-        if existed { truncate(path, 0) } else { unlink(path) }
-        for suffix in ["-wal", "-shm", "-journal"] { unlink(path + suffix) }
+    private static func removeFailedRealm(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
     }
 }
 
