@@ -85,6 +85,29 @@ final class QueryCollectionsTests: XCTestCase {
         assertAtollError(try store.objects("Owner", where: "dogs.@sum > 1"), .queryInvalid, "needs a property")
     }
 
+    func testDecimalSumsAndAveragesAreExact() throws {
+        let store = try openTemporaryStore(Schema([
+            ObjectSchema(name: "Account", primaryKey: "id", properties: [
+                .int("id"), Property(name: "amounts", type: .decimal128, collection: .list),
+            ]),
+        ]))
+        func d(_ s: String) -> Value { .decimal(Decimal128(s)!) }
+        try store.write {
+            // 0.1 + 0.2 is exactly 0.3 in decimal (not in binary floating point).
+            try store.create("Account", ["id": .int(1), "amounts": .list([d("0.1"), d("0.2")])])
+            try store.create("Account", ["id": .int(2), "amounts": .list([d("1234567890123456789012345678901.5"), d("0.5")])])
+            try store.create("Account", ["id": .int(3), "amounts": .list([])])
+            try store.create("Account", ["id": .int(4), "amounts": .list([d("Infinity"), d("1")])])
+        }
+        XCTAssertEqual(try store.intKeys("Account", "amounts.@sum == $0", [d("0.3")]), [1])
+        XCTAssertEqual(try store.intKeys("Account", "amounts.@sum == $0", [d("1234567890123456789012345678902")]), [2])
+        XCTAssertEqual(try store.intKeys("Account", "amounts.@avg == $0", [d("0.15")]), [1])
+        XCTAssertEqual(try store.intKeys("Account", "amounts.@sum == 0"), [3])
+        XCTAssertEqual(try store.intKeys("Account", "amounts.@avg == nil"), [3])
+        XCTAssertEqual(try store.intKeys("Account", "amounts.@sum > 1000000"), [2, 4])
+        XCTAssertEqual(try store.intKeys("Account", "amounts.@sum > 0 SORT(amounts.@sum ASC)"), [1, 2, 4])
+    }
+
     func testDictionaries() {
         check("prices.@keys == 'apple'", [], [1, 2])
         check("prices.@values > 4", [], [1, 2])

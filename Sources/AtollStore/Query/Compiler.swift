@@ -589,10 +589,15 @@ final class QueryCompiler {
             type = .double
         }
         let numeric: Set<PropertyType> = [.int, .float, .double, .mixed]
+        if p.type == .decimal128, op == "@sum" || op == "@avg" {
+            // Exact, in a registered aggregate (SQLite's sum would read the stored BLOBs).
+            return ("\(op == "@sum" ? "atoll_decimal_sum" : "atoll_decimal_avg")(\(expr))",
+                    Property(name: op, type: .decimal128, isOptional: true))
+        }
         switch op {
         case "@sum", "@avg":
             guard numeric.contains(p.type) else {
-                throw invalid("'\(op)' needs numbers; '\(p.name)' is \(p.typeName)\(p.type == .decimal128 ? " (sums of decimal128 are not supported)" : "")")
+                throw invalid("'\(op)' needs numbers; '\(p.name)' is \(p.typeName)")
             }
             if op == "@avg" { return ("avg(\(expr))", Property(name: op, type: .double, isOptional: true)) }
             return ("coalesce(sum(\(expr)), 0)", Property(name: op, type: type == .int ? .int : .double))

@@ -12,6 +12,7 @@ import Foundation
 /// dictionary, its n-th entry in key order) or under a text key, in its stored SQL form;
 /// `atoll_mixed_type(value, type, key)` — that element's type tag;
 /// `atoll_mixed_size(value, type)` — the number of elements (null for other values).
+/// Aggregates `atoll_decimal_sum(x)` and `atoll_decimal_avg(x)` of stored decimal128 values.
 func registerQueryFunctions(_ conn: Connection) throws {
     let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS
     for (name, arity, function) in [("atoll_match", Int32(4), atollMatch), ("atoll_mixed_get", 3, mixedGet),
@@ -19,7 +20,84 @@ func registerQueryFunctions(_ conn: Connection) throws {
         let rc = sqlite3_create_function_v2(conn.db, name, arity, flags, nil, function, nil, nil, nil)
         guard rc == SQLITE_OK else { throw conn.error(rc) }
     }
+    for (name, final) in [("atoll_decimal_sum", decimalSumFinal), ("atoll_decimal_avg", decimalAvgFinal)] {
+        let rc = sqlite3_create_function_v2(conn.db, name, 1, flags, nil, nil, decimalStep, final, nil)
+        guard rc == SQLITE_OK else { throw conn.error(rc) }
+    }
 }
+
+// MARK: - Sums and averages of decimal128
+
+/// The running sum of `atoll_decimal_sum` / `atoll_decimal_avg` over stored decimal128 values
+/// (their order-preserving BLOBs), in Foundation's Decimal (38 digits) so that adding 34-digit
+/// values is exact; the result is rounded to the 34 digits of a decimal128. NaN, or infinities
+/// of both signs, give NaN; one infinity gives it. Nulls are left out.
+private final class DecimalAccumulator {
+    var sum = Decimal(0)
+    var count = 0
+    var special: Decimal128?
+    var nan = false
+
+    func add(_ d: Decimal128) {
+        count += 1
+        switch d.kind {
+        case .finite: sum += Decimal(string: d.description) ?? 0
+        case .nan: nan = true
+        default:
+            if let s = special, s != d { nan = true }
+            special = d
+        }
+    }
+
+    func result(average: Bool) -> Decimal128? {
+        if nan { return Decimal128("NaN") }
+        if let special { return special }
+        guard count > 0 else { return average ? nil : .zero }
+        var value = average ? sum / Decimal(count) : sum
+        // At most 34 significant digits: round the fraction to what the integer part leaves.
+        let text = NSDecimalNumber(decimal: value < 0 ? -value : value).stringValue
+        let integerDigits = max(1, text.prefix { $0 != "." }.count)
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &value, max(0, 34 - integerDigits), .plain)
+        return Decimal128(NSDecimalNumber(decimal: rounded).stringValue)
+    }
+}
+
+private func accumulator(_ context: OpaquePointer?, create: Bool) -> DecimalAccumulator? {
+    let size = Int32(MemoryLayout<UnsafeMutableRawPointer?>.size)
+    guard let slot = sqlite3_aggregate_context(context, create ? size : 0) else { return nil }
+    let pointer = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+    if let existing = pointer.pointee { return Unmanaged<DecimalAccumulator>.fromOpaque(existing).takeUnretainedValue() }
+    guard create else { return nil }
+    let made = DecimalAccumulator()
+    pointer.pointee = Unmanaged.passRetained(made).toOpaque()
+    return made
+}
+
+private let decimalStep: SQLFunction = { context, _, argv in
+    guard let argv, let v = argv[0], sqlite3_value_type(v) == SQLITE_BLOB,
+          let acc = accumulator(context, create: true) else { return }
+    let n = Int(sqlite3_value_bytes(v))
+    guard n > 0, let p = sqlite3_value_blob(v),
+          let d = Decimal128(sortKey: Array(UnsafeRawBufferPointer(start: p, count: n))) else { return }
+    acc.add(d)
+}
+
+private func decimalFinal(_ context: OpaquePointer?, average: Bool) {
+    let acc = accumulator(context, create: false)
+    defer {
+        if let slot = sqlite3_aggregate_context(context, 0),
+           let p = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee {
+            Unmanaged<DecimalAccumulator>.fromOpaque(p).release()
+        }
+    }
+    let value = acc?.result(average: average) ?? (average ? nil : .zero)
+    guard let value else { return sqlite3_result_null(context) }
+    result(context, .blob(value.sortKey))
+}
+
+private let decimalSumFinal: @convention(c) (OpaquePointer?) -> Void = { decimalFinal($0, average: false) }
+private let decimalAvgFinal: @convention(c) (OpaquePointer?) -> Void = { decimalFinal($0, average: true) }
 
 typealias SQLFunction = @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void
 
