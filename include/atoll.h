@@ -415,8 +415,10 @@ bool atoll_realm_delete_files(const char *config_json, bool *out_deleted);
 
 /**
  * The realm being migrated, with the new schema and already in the migration's write
- * transaction: create, read, query and delete objects with the usual functions. Do not begin,
- * commit or cancel on it (ATOLL_ERR_INVALID_ARGUMENT); atoll_realm_close() on it does nothing.
+ * transaction: create, read, query and delete objects with the usual functions. The migration
+ * owns that transaction: atoll_realm_begin_write() on it fails with ATOLL_ERR_ALREADY_IN_WRITE,
+ * atoll_realm_commit() and atoll_realm_cancel_write() with ATOLL_ERR_INVALID_ARGUMENT;
+ * atoll_realm_close() on it does nothing.
  * Results made on it are results of a realm that closes when the callback returns: from then
  * on they fail with ATOLL_ERR_CLOSED (and must still be freed with atoll_results_free()).
  * @return the handle (borrowed; valid until the callback returns), or NULL on error.
