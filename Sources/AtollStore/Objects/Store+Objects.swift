@@ -66,7 +66,9 @@ extension Store {
         try locked { conn in try readObject(try classInfo(className), key.rawValue, conn) }
     }
 
-    /// Reads one property of the object with a primary key (nil when there is no such object).
+    /// Reads one property of the object with a primary key (nil when there is no such object):
+    /// a list or set as `.list`, a dictionary as `.object`, a mixed value as it is, and a
+    /// `linkingObjects` property as the `.list` of the linking objects' primary keys.
     public func value(_ className: String, primaryKey: Value, property: String) throws -> Value? {
         try locked { conn in
             let info = try classInfo(className)
