@@ -72,8 +72,9 @@ enum HandleEntry {
     /// The realm a migration callback works on: usable as a realm, not closed by
     /// atoll_realm_close(); a `closedRealm` once the callback returns.
     case migratingRealm(Store)
-    /// A migration, during its callback; `endedMigration` after.
-    case migration(Migration)
+    /// A migration, during its callback, with the value of its realm handle (a
+    /// `migratingRealm`); `endedMigration` after.
+    case migration(Migration, realm: UInt)
     case endedMigration
 }
 

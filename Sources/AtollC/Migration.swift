@@ -1,7 +1,6 @@
 import AtollJSON
 import AtollStore
 import CJansson
-import Synchronization
 
 // atoll_migration_*: what a migration callback (atoll_open_options_t.migration) calls.
 
@@ -14,14 +13,11 @@ func migrationCallback(_ function: MigrationFunction, _ userdata: UnsafeMutableR
     let host = HostCallback(function, userdata)
     return { migration in
         let realm = handles.insert(.migratingRealm(migration.realm))
-        let handle = handles.insert(.migration(migration))
+        let handle = handles.insert(.migration(migration, realm: UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(realm)))))
         defer {
             handles.replace(handle, with: .endedMigration)
             handles.replace(realm, with: .closedRealm)
         }
-        let realmID = handleID(realm)
-        migrationRealms.withLock { $0[handleID(handle)] = realmID }
-        defer { migrationRealms.withLock { $0[handleID(handle)] = nil } }
         errorSlot.clear()
         if host.function(handle, host.userdata) { return }
         let slot = errorSlot
@@ -30,15 +26,12 @@ func migrationCallback(_ function: MigrationFunction, _ userdata: UnsafeMutableR
     }
 }
 
-/// The realm handle of each live migration handle (handle values as integers).
-private let migrationRealms = Mutex<[UInt: UInt]>([:])
+private func migration(_ handle: OpaquePointer?) throws -> Migration { try migrationEntry(handle).migration }
 
-private func handleID(_ handle: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(handle))) }
-
-private func migration(_ handle: OpaquePointer?) throws -> Migration {
+private func migrationEntry(_ handle: OpaquePointer?) throws -> (migration: Migration, realm: UInt) {
     guard let handle else { throw AtollError(.invalidArgument, "migration is NULL") }
     switch handles.get(handle) {
-    case .migration(let m): return m
+    case .migration(let m, let realm): return (m, realm)
     case .endedMigration: throw AtollError(.closed, "the migration is over: its handle is valid only during the callback")
     default: throw AtollError(.invalidArgument, "not a migration handle")
     }
@@ -46,11 +39,7 @@ private func migration(_ handle: OpaquePointer?) throws -> Migration {
 
 @_cdecl("atoll_migration_realm")
 public func atoll_migration_realm(_ m: OpaquePointer?) -> OpaquePointer? {
-    call(nil) {
-        _ = try migration(m)
-        guard let m, let id = migrationRealms.withLock({ $0[handleID(m)] }) else { return nil }
-        return OpaquePointer(bitPattern: id)
-    }
+    call(nil) { OpaquePointer(bitPattern: try migrationEntry(m).realm) }
 }
 
 @_cdecl("atoll_migration_old_schema")

@@ -212,10 +212,7 @@ public final class Store: @unchecked Sendable {
             guard !configuration.readOnly else { throw AtollError(.readOnly, "the realm was opened read-only") }
             try conn.statement("BEGIN IMMEDIATE").run()
             do {
-                let latest = try conn.statement("SELECT coalesce(max(version), 0) FROM _atoll_versions")
-                _ = try latest.step()
-                write = WriteState(version: UInt64(latest.int64(0)) + 1)
-                latest.reset()
+                write = WriteState(version: try latestVersion(conn) + 1)
             } catch {
                 try? conn.execute("ROLLBACK")
                 throw error
@@ -230,15 +227,7 @@ public final class Store: @unchecked Sendable {
             guard let state = write else { throw AtollError(.notInWrite, "commit: the realm is not in a write transaction") }
             guard !migrating else { throw AtollError(.invalidArgument, "commit: a migration commits its own transaction when its callback returns") }
             do {
-                if state.recorder.total > 0 {
-                    try state.recorder.flush(conn, version: state.version)
-                    let row = try conn.statement(
-                        "INSERT INTO _atoll_versions(version, committed_at, instruction_count) VALUES (?, ?, ?)")
-                    row.bind(1, Int64(state.version))
-                    row.bind(2, Timestamp(Date()).milliseconds)
-                    row.bind(3, Int64(state.recorder.total))
-                    try row.run()
-                }
+                try writeChangeLogEntry(state, conn)
                 try conn.statement("COMMIT").run()
                 write = nil
                 writeCount += 1
@@ -249,6 +238,18 @@ public final class Store: @unchecked Sendable {
                 throw error
             }
         }
+    }
+
+    /// Writes the transaction's change-log entry (its last chunk and its `_atoll_versions` row),
+    /// when it recorded anything; the caller commits.
+    func writeChangeLogEntry(_ state: WriteState, _ conn: Connection) throws {
+        guard state.recorder.total > 0 else { return }
+        try state.recorder.flush(conn, version: state.version)
+        let row = try conn.statement("INSERT INTO _atoll_versions(version, committed_at, instruction_count) VALUES (?, ?, ?)")
+        row.bind(1, Int64(state.version))
+        row.bind(2, Timestamp(Date()).milliseconds)
+        row.bind(3, Int64(state.recorder.total))
+        try row.run()
     }
 
     /// Cancels the write transaction: nothing written in it is kept.
@@ -308,12 +309,14 @@ public final class Store: @unchecked Sendable {
 
     /// The version of the newest change-log entry (0 when nothing was ever written).
     public func version() throws -> UInt64 {
-        try locked { conn in
-            let s = try conn.statement("SELECT coalesce(max(version), 0) FROM _atoll_versions")
-            _ = try s.step()
-            defer { s.reset() }
-            return UInt64(s.int64(0))
-        }
+        try locked { conn in try latestVersion(conn) }
+    }
+
+    func latestVersion(_ conn: Connection) throws -> UInt64 {
+        let s = try conn.statement("SELECT coalesce(max(version), 0) FROM _atoll_versions")
+        _ = try s.step()
+        defer { s.reset() }
+        return UInt64(s.int64(0))
     }
 
     /// The change-log entries after a version, oldest first.

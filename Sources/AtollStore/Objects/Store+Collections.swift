@@ -136,8 +136,7 @@ extension Store {
     func readCollectionRows(_ info: ClassInfo, _ p: Property, _ owner: Int64, _ conn: Connection) throws -> [CollectionRow] {
         let dictionary = p.collection == .dictionary
         let mixed = p.type == .mixed
-        let columns = (dictionary ? "key, " : "") + "value" + (mixed ? ", type" : "")
-        let s = try conn.statement("SELECT \(columns) FROM \(info.listTable(p)) WHERE owner = ? ORDER BY \(dictionary ? "key" : "position")")
+        let s = try conn.statement(info.collectionSelectSQL(p))
         s.bind(1, owner)
         var rows = [CollectionRow]()
         let v: Int32 = dictionary ? 1 : 0

@@ -66,20 +66,7 @@ extension Store {
             guard !target.schema.isEmbedded else {
                 throw AtollError(.typeMismatch, "\(at): a mixed value cannot hold an embedded object ('\(l.className)')")
             }
-            let key: Int64?
-            if target.primaryKey == nil {
-                // Objects without a primary key are named by their row key (as reads give them).
-                guard case .int(let k) = l.primaryKey else {
-                    throw AtollError(.typeMismatch, "\(at): '\(target.name)' has no primary key; a link to one is given by its key (an int)")
-                }
-                key = try rowExists(target, k, conn) ? k : nil
-            } else {
-                key = try lookup(target, primaryKey: l.primaryKey, conn)
-            }
-            guard let key else {
-                throw AtollError(.notFound, "\(at): no \(target.name) with key \(l.primaryKey.shortDescription)")
-            }
-            let pk = try reference(target, key, conn)
+            let (key, pk) = try linkedObject(target, l.primaryKey, at, conn)
             return Stored(sql: .integer(key), type: .text(MixedTag.linkPrefix + target.name),
                           canonical: .link(ObjectLink(className: target.name, primaryKey: pk)))
         case .list, .object:

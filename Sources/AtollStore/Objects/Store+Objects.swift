@@ -401,24 +401,32 @@ extension Store {
             }
             given = l.primaryKey
         }
+        let (key, pk) = try linkedObject(target, given, "property '\(info.name).\(p.name)'", conn)
+        return Stored(sql: .integer(key), canonical: .link(ObjectLink(className: target.name, primaryKey: pk)))
+    }
+
+    /// The object of `target` a link names by `key` — its primary key, or its row key for a class
+    /// without one (as reads give it) — as its row key and its primary key (canonical).
+    /// - Throws: `.typeMismatch` for a key of the wrong type, `.notFound` when there is no such
+    ///   object; messages start with `at`.
+    func linkedObject(_ target: ClassInfo, _ key: Value, _ at: String, _ conn: Connection) throws -> (Int64, Value) {
         guard target.primaryKey != nil else {
-            // An object without primary key is named by its row key, as reads give it.
-            guard case .int(let key) = given else {
-                throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)': class '\(target.name)' has no primary key, so the link must be given as an object or as the target's key (an int)")
+            guard case .int(let rowKey) = key else {
+                throw AtollError(.typeMismatch, "\(at): class '\(target.name)' has no primary key, so the link must be given as an object or as the target's key (an int)")
             }
-            guard try rowExists(target, key, conn) else {
-                throw AtollError(.notFound, "property '\(info.name).\(p.name)': no \(target.name) with key \(key)")
+            guard try rowExists(target, rowKey, conn) else {
+                throw AtollError(.notFound, "\(at): no \(target.name) with key \(rowKey)")
             }
-            return Stored(sql: .integer(key), canonical: .link(ObjectLink(className: target.name, primaryKey: .int(key))))
+            return (rowKey, key)
         }
         let pk: Value
-        do { pk = try checkedPrimaryKey(target, given) } catch let e as AtollError {
-            throw AtollError(.typeMismatch, "property '\(info.name).\(p.name)' links to \(target.name): \(e.message)")
+        do { pk = try checkedPrimaryKey(target, key) } catch let e as AtollError {
+            throw AtollError(.typeMismatch, "\(at) links to \(target.name): \(e.message)")
         }
-        guard let key = try lookup(target, primaryKey: pk, conn) else {
-            throw AtollError(.notFound, "property '\(info.name).\(p.name)': no \(target.name) with primary key \(pk.shortDescription)")
+        guard let rowKey = try lookup(target, primaryKey: pk, conn) else {
+            throw AtollError(.notFound, "\(at): no \(target.name) with primary key \(pk.shortDescription)")
         }
-        return Stored(sql: .integer(key), canonical: .link(ObjectLink(className: target.name, primaryKey: pk)))
+        return (rowKey, pk)
     }
 
     /// Inserts an embedded object (no instructions of its own: its owner's `set` carries it).

@@ -158,6 +158,17 @@ final class ClassInfo {
         return sql
     }
 
+    /// `SELECT [key,] value[, type] FROM side WHERE owner = ? ORDER BY position|key`
+    func collectionSelectSQL(_ p: Property) -> String {
+        let key = "C\u{1}" + p.name
+        if let sql = columnsSQLCache[key] { return sql }
+        let dictionary = p.collection == .dictionary
+        let columns = (dictionary ? "key, " : "") + "value" + (p.type == .mixed ? ", type" : "")
+        let sql = "SELECT \(columns) FROM \(listTable(p)) WHERE owner = ? ORDER BY \(dictionary ? "key" : "position")"
+        columnsSQLCache[key] = sql
+        return sql
+    }
+
     /// The side table of a list, set or dictionary.
     func listTable(_ p: Property) -> String { quote("\(name).\(p.name)") }
 

@@ -1,5 +1,3 @@
-import Foundation
-
 // Migrations: opening a file whose schema version is lower than the configuration's.
 //
 // All of it runs in one write transaction, so that a failure anywhere (a callback that throws,
@@ -165,10 +163,7 @@ extension Store {
         conn.clearCache()
         adopt(result, version: configuration.schemaVersion)
         // 3. The callback, in a write transaction of its own store.
-        let latest = try conn.statement("SELECT coalesce(max(version), 0) FROM _atoll_versions")
-        _ = try latest.step()
-        let state = WriteState(version: UInt64(latest.int64(0)) + 1)
-        latest.reset()
+        let state = WriteState(version: try latestVersion(conn) + 1)
         write = state
         migrating = true
         defer {
@@ -194,14 +189,7 @@ extension Store {
             for table in info.oldSideTables.values { try conn.execute("DROP TABLE IF EXISTS \(table)") }
         }
         try saveSchema(conn, schema, version: configuration.schemaVersion)
-        if state.recorder.total > 0 {
-            try state.recorder.flush(conn, version: state.version)
-            let row = try conn.statement("INSERT INTO _atoll_versions(version, committed_at, instruction_count) VALUES (?, ?, ?)")
-            row.bind(1, Int64(state.version))
-            row.bind(2, Timestamp(Date()).milliseconds)
-            row.bind(3, Int64(state.recorder.total))
-            try row.run()
-        }
+        try writeChangeLogEntry(state, conn)
         writeCount += 1
     }
 
@@ -255,17 +243,11 @@ extension Store {
             oldSideTables[q.name] = aside
         }
         // The new table, with a non-int primary key's uniqueness checked after the callback.
-        var columns = newInfo.primaryKeyIsRowKey ? [] : ["\"_atoll_key\" INTEGER PRIMARY KEY"]
+        try conn.execute(tableDefinition(newInfo, uniquePrimaryKey: false))
         var unique: String?
-        for p in newInfo.columns {
-            if p.name == newInfo.primaryKey?.name, !newInfo.primaryKeyIsRowKey {
-                columns.append("\(quote(p.name)) \(p.type.sqlType) NOT NULL DEFAULT \(p.type.sqlLiteral(p.type.zeroValue))")
-                unique = "CREATE UNIQUE INDEX \(quote("\(after.name).primaryKey")) ON \(newInfo.table) (\(quote(p.name)))"
-            } else {
-                columns.append(columnDefinition(p, newInfo))
-            }
+        if let pk = newInfo.primaryKey, !newInfo.primaryKeyIsRowKey {
+            unique = "CREATE UNIQUE INDEX \(quote("\(after.name).primaryKey")) ON \(newInfo.table) (\(quote(pk.name)))"
         }
-        try conn.execute("CREATE TABLE \(newInfo.table) (\(columns.joined(separator: ", "))) STRICT")
         for p in after.properties where !keptSideTables.contains(p.name) {
             for step in sideStructures(p, newInfo) { try conn.execute(step) }
         }

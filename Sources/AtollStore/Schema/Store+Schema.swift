@@ -293,11 +293,23 @@ extension Store {
 
     func createTable(_ cls: ObjectSchema) -> [String] {
         let info = ClassInfo(cls)
-        var columns = info.primaryKeyIsRowKey ? [] : ["\"_atoll_key\" INTEGER PRIMARY KEY"]
-        columns += info.columns.map { columnDefinition($0, info) }
-        var steps = ["CREATE TABLE \(info.table) (\(columns.joined(separator: ", "))) STRICT"]
+        var steps = [tableDefinition(info, uniquePrimaryKey: true)]
         for p in cls.properties { steps += sideStructures(p, info) }
         return steps
+    }
+
+    /// `CREATE TABLE` of a class's own table. Without `uniquePrimaryKey`, a primary key that is
+    /// not the row key is a plain column (a migration checks it unique once its callback ran).
+    func tableDefinition(_ info: ClassInfo, uniquePrimaryKey: Bool) -> String {
+        var columns = info.primaryKeyIsRowKey ? [] : ["\"_atoll_key\" INTEGER PRIMARY KEY"]
+        for p in info.columns {
+            if !uniquePrimaryKey, !info.primaryKeyIsRowKey, p.name == info.primaryKey?.name {
+                columns.append("\(quote(p.name)) \(p.type.sqlType) NOT NULL DEFAULT \(p.type.sqlLiteral(p.type.zeroValue))")
+            } else {
+                columns.append(columnDefinition(p, info))
+            }
+        }
+        return "CREATE TABLE \(info.table) (\(columns.joined(separator: ", "))) STRICT"
     }
 
     private func addProperty(_ p: Property, to cls: ObjectSchema) -> [String] {
