@@ -30,7 +30,8 @@ extension Store {
     ///   does) or cannot be written, `.invalidArgument` for an empty path or one with a NUL,
     ///   `.closed`.
     public func writeCopy(to path: String, compact: Bool = true) throws {
-        try locked { conn in
+        // The copy is of the newest data (VACUUM INTO runs outside the handle's snapshot).
+        try lockedOutsideSnapshot { conn in
             guard write == nil else {
                 throw AtollError(.alreadyInWrite, "writeCopy: the realm is in a write transaction; commit or cancel it first")
             }
@@ -83,7 +84,7 @@ extension Store {
     /// - Throws: `.alreadyInWrite` inside a write transaction, `.readOnly`, `.busy` when another
     ///   connection kept the write lock past the write timeout, `.file`, `.closed`.
     public func compact() throws {
-        try locked { conn in
+        try lockedOutsideSnapshot { conn in
             guard write == nil else {
                 throw AtollError(.alreadyInWrite, "compact: the realm is in a write transaction; commit or cancel it first")
             }

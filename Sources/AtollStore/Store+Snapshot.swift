@@ -5,6 +5,9 @@ import CSQLite
 extension Store {
     /// Runs `body` so that every read in it sees the data as of one moment, while other handles
     /// and processes go on committing: SQLite's read transaction (in WAL mode, a snapshot).
+    /// A store on a file always reads from its snapshot (as of its last refresh, see
+    /// `refresh()`); for it this only holds the lock. For an in-memory store, it opens a read
+    /// transaction for the duration of `body`.
     ///
     /// ```swift
     /// let (count, first) = try store.readSnapshot {

@@ -25,6 +25,10 @@ public struct Configuration: Sendable {
     /// Deletes every object and class instead of failing when the file's schema would need a
     /// migration (Realm's `deleteRealmIfMigrationNeeded`). Lower schema versions still fail.
     public var deleteRealmIfMigrationNeeded: Bool
+    /// Who calls the store's change callbacks: a notifier thread of the library (the default),
+    /// or the host, which polls `Store.notificationDescriptor` and calls
+    /// `deliverNotifications()` on its own thread (see Notifications/).
+    public var notificationDelivery: NotificationDelivery = .thread
 
     public init(path: String? = nil, inMemory: Bool = false, schema: Schema? = nil, schemaVersion: UInt64 = 0,
                 readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil,
@@ -94,6 +98,15 @@ public final class Store: @unchecked Sendable {
     /// The canonical path under which this store's file is in the process's registry of open
     /// files (nil for in-memory stores, and once closed); see `Store+Files.swift`.
     var fileKey: String?
+    /// Whether reads between refreshes run in one held read transaction (a WAL snapshot);
+    /// false for in-memory stores, whose journal would make a held read block writers.
+    var holdsSnapshot = false
+    /// The change-log version the held snapshot sees (nil while none is held).
+    var snapshotVersion: UInt64?
+    /// The version reads saw at the last refresh or commit.
+    var viewVersion: UInt64 = 0
+    /// The store's notifier, once something observes it (Notifications/Notifier.swift).
+    var notifier: Notifier?
 
     /// Opens (creating when needed) the store a configuration describes.
     /// - Throws: `.invalidArgument` for a bad configuration, `.file` when the file cannot be
@@ -136,6 +149,9 @@ public final class Store: @unchecked Sendable {
                     try conn.execute("PRAGMA journal_mode=WAL")
                 }
                 try conn.execute("PRAGMA synchronous=NORMAL")
+                let mode = try conn.statement("PRAGMA journal_mode")
+                holdsSnapshot = try mode.step() && mode.string(0).lowercased() == "wal"
+                mode.reset()
             }
             try registerQueryFunctions(conn)
             try openSchema()
@@ -153,12 +169,18 @@ public final class Store: @unchecked Sendable {
     /// Closes the store. An open write transaction is cancelled. Later calls fail with `.closed`.
     public func close() {
         lock.lock()
-        defer { lock.unlock() }
+        let stopped = notifier
+        notifier = nil
+        defer {
+            lock.unlock()
+            stopped?.stop()
+        }
         guard let conn = connection else { return }
         if write != nil {
             try? conn.execute("ROLLBACK")
             write = nil
         }
+        endSnapshot(conn)
         conn.close()
         connection = nil
         releaseFile()
@@ -170,12 +192,59 @@ public final class Store: @unchecked Sendable {
         return connection == nil
     }
 
-    /// Runs `body` holding the store's lock, with the open connection.
+    /// Runs `body` holding the store's lock, with the open connection, inside the store's
+    /// snapshot: outside a write transaction, reads see the data as of the last refresh.
     func locked<T>(_ body: (Connection) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         guard let conn = connection else { throw AtollError(.closed, "the realm is closed") }
+        if holdsSnapshot, write == nil, sqlite3_get_autocommit(conn.db) != 0 { try beginSnapshot(conn) }
         return try body(conn)
+    }
+
+    /// Runs `body` holding the store's lock, with no snapshot held (what `BEGIN IMMEDIATE`,
+    /// `VACUUM` and refreshing need). The next `locked` call takes a new snapshot.
+    func lockedOutsideSnapshot<T>(_ body: (Connection) throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let conn = connection else { throw AtollError(.closed, "the realm is closed") }
+        if write == nil { endSnapshot(conn) }
+        return try body(conn)
+    }
+
+    /// Starts the held read transaction and notes the version it sees.
+    func beginSnapshot(_ conn: Connection) throws {
+        try conn.execute("BEGIN DEFERRED")
+        do {
+            let version = try latestVersion(conn)
+            snapshotVersion = version
+            viewVersion = version
+        } catch {
+            try? conn.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Ends the held read transaction, if any (a read-only transaction has nothing to lose).
+    func endSnapshot(_ conn: Connection) {
+        guard snapshotVersion != nil else { return }
+        snapshotVersion = nil
+        if sqlite3_get_autocommit(conn.db) == 0, (try? conn.execute("COMMIT")) == nil { try? conn.execute("ROLLBACK") }
+    }
+
+    /// Moves the store's snapshot to the newest committed data (Realm's `refresh()`).
+    /// Observers are told of the changes by the next delivery. Inside a write transaction,
+    /// which always sees the newest data, it does nothing.
+    /// - Returns: whether the snapshot moved to a newer version.
+    /// - Throws: `.closed`.
+    @discardableResult
+    public func refresh() throws -> Bool {
+        try lockedOutsideSnapshot { conn in
+            guard write == nil else { return false }
+            let before = viewVersion
+            if holdsSnapshot { try beginSnapshot(conn) } else { viewVersion = try latestVersion(conn) }
+            return viewVersion != before
+        }
     }
 
     /// Runs `body` holding the store's lock, so that a sequence of calls (a create and the read
@@ -207,7 +276,7 @@ public final class Store: @unchecked Sendable {
     /// Begins a write transaction, waiting for another writer (handle or process) to finish.
     /// - Throws: `.alreadyInWrite`, `.readOnly`, `.busy` (timeout), `.closed`.
     public func beginWrite() throws {
-        try locked { conn in
+        try lockedOutsideSnapshot { conn in
             guard write == nil else { throw AtollError(.alreadyInWrite, "the realm is already in a write transaction") }
             guard !configuration.readOnly else { throw AtollError(.readOnly, "the realm was opened read-only") }
             try conn.statement("BEGIN IMMEDIATE").run()
@@ -228,16 +297,19 @@ public final class Store: @unchecked Sendable {
             guard !migrating else { throw AtollError(.invalidArgument, "commit: a migration commits its own transaction when its callback returns") }
             do {
                 try writeChangeLogEntry(state, conn)
+                if state.recorder.total > 0 { try pruneChangeLog(conn, version: state.version) }
                 try conn.statement("COMMIT").run()
                 write = nil
                 writeCount += 1
                 rowCountStamp = -1
+                if state.recorder.total > 0 { viewVersion = state.version }
             } catch {
                 try? conn.execute("ROLLBACK")
                 write = nil
                 throw error
             }
         }
+        signalCommit()
     }
 
     /// Writes the transaction's change-log entry (its last chunk and its `_atoll_versions` row),
@@ -245,6 +317,7 @@ public final class Store: @unchecked Sendable {
     func writeChangeLogEntry(_ state: WriteState, _ conn: Connection) throws {
         guard state.recorder.total > 0 else { return }
         try state.recorder.flush(conn, version: state.version)
+        try state.effects.flush(conn, version: state.version, chunk: ChangeRecorder.effectsChunk)
         let row = try conn.statement("INSERT INTO _atoll_versions(version, committed_at, instruction_count) VALUES (?, ?, ?)")
         row.bind(1, Int64(state.version))
         row.bind(2, Timestamp(Date()).milliseconds)
@@ -287,6 +360,7 @@ public final class Store: @unchecked Sendable {
                 throw AtollError(.notInWrite, "\(name): the realm is not in a write transaction (call beginWrite first)")
             }
             let mark = state.recorder.mark()
+            let effectsMark = state.effects.mark()
             writeCount += 1
             if multiStatement { try conn.statement("SAVEPOINT atoll_op").run() }
             do {
@@ -300,6 +374,7 @@ public final class Store: @unchecked Sendable {
                     try? conn.statement("RELEASE atoll_op").run()
                 }
                 state.recorder.rollback(to: mark)
+                state.effects.rollback(to: effectsMark)
                 throw error
             }
         }
@@ -333,7 +408,7 @@ public final class Store: @unchecked Sendable {
                                       instructions: []))
             }
             s.reset()
-            let chunks = try conn.statement("SELECT instructions FROM _atoll_changes WHERE version = ? ORDER BY chunk")
+            let chunks = try conn.statement("SELECT instructions FROM _atoll_changes WHERE version = ? AND chunk >= 0 ORDER BY chunk")
             for i in sets.indices {
                 chunks.reset()
                 chunks.bind(1, Int64(sets[i].version))
@@ -351,6 +426,9 @@ public final class Store: @unchecked Sendable {
 final class WriteState {
     let version: UInt64
     let recorder = ChangeRecorder()
+    /// What the instructions imply without saying it (links nulled by erases), for observers;
+    /// kept beside the entry (`ChangeRecorder.effectsChunk`), never replayed.
+    let effects = ChangeRecorder()
     init(version: UInt64) { self.version = version }
 }
 

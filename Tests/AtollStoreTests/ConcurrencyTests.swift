@@ -72,6 +72,8 @@ final class ConcurrencyTests: XCTestCase {
         XCTAssertEqual(try reader.objects("Item").count(), 0, "uncommitted writes are invisible to others")
         XCTAssertEqual(try reader.version(), 0)
         try writer.commit()
+        XCTAssertEqual(try reader.objects("Item").count(), 0, "the reader sees its snapshot until it refreshes")
+        try reader.refresh()
         XCTAssertEqual(try reader.objects("Item").count(), 1)
         XCTAssertEqual(try reader.version(), 1)
         XCTAssertEqual(try reader.changes(after: 0).first?.instructions.first,
@@ -163,6 +165,8 @@ final class ConcurrencyTests: XCTestCase {
     /// Eight threads writing (each transaction under `withLock`) and reading one store.
     func testManyThreadsOnOneStore() throws {
         let store = try openTemporaryStore(Self.schema)
+        let hold = try holdChangeLog(store.configuration.path!)
+        defer { hold.invalidate() }
         let threads = 8, perThread = 100
         let failures = Events()
         DispatchQueue.concurrentPerform(iterations: threads) { t in
@@ -204,6 +208,8 @@ final class ConcurrencyTests: XCTestCase {
         let path = temporaryRealmPath()
         let a = try open(path, Self.schema)
         let b = try open(path, nil)
+        let hold = try holdChangeLog(path)
+        defer { hold.invalidate() }
         let failures = Events()
         DispatchQueue.concurrentPerform(iterations: 4) { t in
             let store = t % 2 == 0 ? a : b
@@ -236,6 +242,18 @@ final class ConcurrencyTests: XCTestCase {
         }
         XCTAssertEqual(Set(counts.all), ["100"])
         try writer.commit()
+        XCTAssertEqual(try reader.objects("Item").count(), 100, "the reader's snapshot holds until it refreshes")
+        try reader.refresh()
         XCTAssertEqual(try reader.objects("Item").count(), 200)
+    }
+
+    /// Keeps the whole change log of a file (pruning keeps what observers have not seen): an
+    /// observer on another handle that is never delivered to.
+    func holdChangeLog(_ path: String) throws -> NotificationToken {
+        var config = Configuration(path: path)
+        config.notificationDelivery = .host
+        let store = try Store(config)
+        addTeardownBlock { store.close() }
+        return try store.observe { _ in }
     }
 }

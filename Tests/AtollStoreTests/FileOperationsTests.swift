@@ -478,10 +478,12 @@ final class FileOperationsTests: XCTestCase {
         var seen: [Int] = []
         for batch in 0..<10 {
             try Self.fill(writer, from: batch * 10, count: 10)
+            try reader.refresh()
             seen.append(try reader.objects("Item").count())
         }
         let (passed, output) = child.finish()
         XCTAssertTrue(passed, output)
+        try reader.refresh()
         XCTAssertEqual(seen, seen.sorted(), "the reader never goes back")
         XCTAssertGreaterThanOrEqual(seen.last ?? 0, 100, "the reader sees the writer's commits")
         let expected = (0..<100).map(Int64.init) + (1000..<1100).map(Int64.init)
@@ -542,8 +544,11 @@ final class FileOperationsTests: XCTestCase {
         let reader = try open(path, nil, readOnly: true)
         XCTAssertEqual(try reader.objects("Item").count(), 0)
         try Self.fill(writer, count: 3)
+        XCTAssertEqual(try reader.intKeys("Item"), [], "the reader sees its snapshot until it refreshes")
+        XCTAssertTrue(try reader.refresh())
         XCTAssertEqual(try reader.intKeys("Item"), [0, 1, 2])
         try writer.write { try writer.delete("Item", primaryKey: .int(1)) }
+        try reader.refresh()
         XCTAssertEqual(try reader.intKeys("Item"), [0, 2])
         XCTAssertEqual(try reader.version(), 2)
     }

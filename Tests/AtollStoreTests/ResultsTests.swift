@@ -41,6 +41,8 @@ final class ResultsTests: QueryTestCase {
         let other = try Store(Configuration(path: store.configuration.path))
         defer { other.close() }
         try other.write { try other.delete("Person", primaryKey: .int(3)) }
+        XCTAssertEqual(ids(try unsorted.documents(offset: 15, limit: 5)), [19, 20], "before a refresh: the snapshot, with 3")
+        try store.refresh()
         // Another connection's commit: 5 6 7 8 9 10 11 12 13 14 15 16 17 18 | 19 20
         XCTAssertEqual(ids(try unsorted.documents(offset: 14, limit: 5)), [19, 20])
         XCTAssertEqual(ids(try unsorted.documents(offset: 0, limit: 2)), [5, 6])

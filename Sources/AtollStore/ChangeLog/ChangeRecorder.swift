@@ -122,15 +122,20 @@ final class ChangeRecorder {
         pendingCount = mark.count
     }
 
-    /// Writes the pending instructions as the next chunk of `version`.
-    func flush(_ conn: Connection, version: UInt64) throws {
+    /// The chunk number of a version's effects: what its instructions implied without saying
+    /// it (links nulled because their target was erased). Observers read them; the change log
+    /// proper (`Store.changes`, sync) does not.
+    static let effectsChunk: Int64 = -1
+
+    /// Writes the pending instructions as the next chunk of `version` (or as the chunk given).
+    func flush(_ conn: Connection, version: UInt64, chunk fixed: Int64? = nil) throws {
         guard pendingCount > 0 else { return }
         let s = try conn.statement("INSERT INTO _atoll_changes(version, chunk, instructions) VALUES (?, ?, ?)")
         s.bind(1, Int64(version))
-        s.bind(2, Int64(chunk))
+        s.bind(2, fixed ?? Int64(chunk))
         s.bind(3, writer.bytes)
         try s.run()
-        chunk += 1
+        if fixed == nil { chunk += 1 }
         flushedCount += pendingCount
         pendingCount = 0
         writer = BinaryWriter()

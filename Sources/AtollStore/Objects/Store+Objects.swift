@@ -485,28 +485,42 @@ extension Store {
             for (other, p) in incoming(info.name) {
                 let sql: String
                 switch p.collection {
-                case .single: sql = "UPDATE \(other.table) SET \(quote(p.name)) = NULL WHERE \(quote(p.name)) = ?"
-                case .list, .set: sql = "DELETE FROM \(other.listTable(p)) WHERE value = ?"
-                case .dictionary: sql = "UPDATE \(other.listTable(p)) SET value = NULL WHERE value = ?"
+                case .single: sql = "UPDATE \(other.table) SET \(quote(p.name)) = NULL WHERE \(quote(p.name)) = ? RETURNING \(other.rowKey)"
+                case .list, .set: sql = "DELETE FROM \(other.listTable(p)) WHERE value = ? RETURNING owner"
+                case .dictionary: sql = "UPDATE \(other.listTable(p)) SET value = NULL WHERE value = ? RETURNING owner"
                 }
                 let s = try conn.statement(sql)
                 s.bind(1, rowKey)
-                try s.run()
+                try recordNulledLinks(s, other, p, conn)
             }
             let tag = SQLValue.text(MixedTag.linkPrefix + info.name)
             for (other, p) in mixedProperties() {
                 let sql = p.isCollection
-                    ? "UPDATE \(other.listTable(p)) SET value = NULL, type = NULL WHERE type = ?1 AND value = ?2"
-                    : "UPDATE \(other.table) SET \(quote(p.name)) = NULL, \(mixedTypeColumn(p)) = NULL WHERE \(mixedTypeColumn(p)) = ?1 AND \(quote(p.name)) = ?2"
+                    ? "UPDATE \(other.listTable(p)) SET value = NULL, type = NULL WHERE type = ?1 AND value = ?2 RETURNING owner"
+                    : "UPDATE \(other.table) SET \(quote(p.name)) = NULL, \(mixedTypeColumn(p)) = NULL WHERE \(mixedTypeColumn(p)) = ?1 AND \(quote(p.name)) = ?2 RETURNING \(other.rowKey)"
                 let s = try conn.statement(sql)
                 s.bind(1, tag)
                 s.bind(2, rowKey)
-                try s.run()
+                try recordNulledLinks(s, other, p, conn)
             }
         }
         let s = try conn.statement(info.deleteSQL)
         s.bind(1, rowKey)
         try s.run()
+    }
+
+    /// Runs a statement that nulls or drops links to an erased object and returns the row keys
+    /// of their holders, and records each changed property as an effect of the transaction
+    /// (observers see it; the change log's instructions do not say it: replaying the erase
+    /// does it). Holders that are embedded objects are not recorded.
+    private func recordNulledLinks(_ s: Statement, _ holder: ClassInfo, _ p: Property, _ conn: Connection) throws {
+        var holders = [Int64]()
+        while try s.step() { holders.append(s.int64(0)) }
+        s.reset()
+        guard let effects = write?.effects, !holder.schema.isEmbedded else { return }
+        for key in Set(holders).sorted() {
+            effects.record(Instruction(.set, holder.name, try reference(holder, key, conn), path: [.key(p.name)]))
+        }
     }
 
     /// The link properties (of any class) whose target is `className`.

@@ -45,6 +45,24 @@ public final class Results: @unchecked Sendable {
         }
     }
 
+    /// The row keys of all matching objects in order, with their primary keys when those are
+    /// not the row keys (nil then).
+    func keysAndReferences() throws -> ([Int64], [Value]?) {
+        try store.locked { conn in
+            guard let p = info.primaryKey, !info.primaryKeyIsRowKey else {
+                return (try keys().map(\.rawValue), nil)
+            }
+            let s = try page("SELECT t.\(info.rowKey), t.\(quote(p.name))", offset: 0, limit: nil, conn)
+            var keys = [Int64](), references = [Value]()
+            while try s.step() {
+                keys.append(s.int64(0))
+                references.append(p.type.value(s.sqlValue(1)))
+            }
+            s.reset()
+            return (keys, references)
+        }
+    }
+
     /// The matching objects, in order, from `offset` on (at most `limit`).
     public func documents(offset: Int = 0, limit: Int? = nil) throws -> [Document] {
         try store.locked { conn in

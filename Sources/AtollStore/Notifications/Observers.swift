@@ -1,0 +1,383 @@
+import Foundation
+
+// The observers a notifier evaluates at each delivery: each keeps the state it last reported
+// (the version of the change log it reflects, and what it needs to diff against), and turns a
+// range of the change log into the change its callback receives.
+
+class Observer {
+    weak var token: NotificationToken?
+    /// The change-log version the observer's state reflects; nil until its first delivery.
+    var version: UInt64?
+    /// Whether the observer is done (its object was deleted): it is removed after delivery.
+    var finished = false
+
+    init(token: NotificationToken) { self.token = token }
+
+    /// The first delivery: takes the initial state; returns what to call, if anything.
+    func start(_ store: Store, _ conn: Connection) throws -> (() -> Void)? { nil }
+
+    /// A later delivery: what to call for the changes in `finder.index`, if anything.
+    func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? { nil }
+}
+
+final class RealmObserver: Observer {
+    let callback: @Sendable (RealmChange) -> Void
+
+    init(token: NotificationToken, callback: @escaping @Sendable (RealmChange) -> Void) {
+        self.callback = callback
+        super.init(token: token)
+    }
+
+    override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
+        let index = finder.index
+        guard index.to > index.from else { return nil }
+        let change = RealmChange(previousVersion: index.from, version: index.to, classes: index.changedClasses)
+        let callback = self.callback
+        return { callback(change) }
+    }
+}
+
+final class ResultsObserver: Observer {
+    let results: Results
+    let tree: KeyPathTree
+    /// The classes whose changes can change the results (those linked to the results' class,
+    /// either way, at any distance).
+    let dependencies: Set<String>
+    let callback: @Sendable (ResultsChange) -> Void
+    private var keys: [Int64] = []
+    /// The objects' primary keys, when they are not the row keys.
+    private var references: [Value]?
+
+    init(token: NotificationToken, results: Results, tree: KeyPathTree, dependencies: Set<String>,
+         callback: @escaping @Sendable (ResultsChange) -> Void) {
+        self.results = results
+        self.tree = tree
+        self.dependencies = dependencies
+        self.callback = callback
+        super.init(token: token)
+    }
+
+    override func start(_ store: Store, _ conn: Connection) throws -> (() -> Void)? {
+        (keys, references) = try results.keysAndReferences()
+        var change = ResultsChange(initial: true)
+        change.count = keys.count
+        let callback = self.callback
+        return { callback(change) }
+    }
+
+    override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
+        let index = finder.index
+        guard index.incomplete || dependencies.contains(where: index.touches) else { return nil }
+        let old = keys, oldReferences = references
+        let (new, newReferences) = try results.keysAndReferences()
+        let diff = ListDiff(old: old, new: new)
+        let modified = index.incomplete ? Set(new) : try finder.modifiedRows(results.className, tree)
+        var change = ResultsChange(initial: false)
+        change.deletions = diff.deletions
+        change.insertions = diff.insertions
+        change.moves = diff.moves
+        let added = Set(diff.added)
+        if !modified.isEmpty {
+            if modified.count <= 64 {
+                for key in modified {
+                    if let i = new.firstIndex(of: key), !added.contains(i) { change.modifications.append(i) }
+                }
+                change.modifications.sort()
+            } else {
+                change.modifications = new.indices.filter { modified.contains(new[$0]) && !added.contains($0) }
+            }
+        }
+        keys = new
+        references = newReferences
+        guard !change.deletions.isEmpty || !change.insertions.isEmpty || !change.modifications.isEmpty else {
+            return nil
+        }
+        // Objects are named by primary key; when that is the row key, no column is read.
+        change.deletedKeys = diff.removed.map { oldReferences?[$0] ?? .int(old[$0]) }
+        change.insertedKeys = diff.added.map { newReferences?[$0] ?? .int(new[$0]) }
+        change.modifiedKeys = change.modifications.map { newReferences?[$0] ?? .int(new[$0]) }
+        change.count = new.count
+        let callback = self.callback
+        return { callback(change) }
+    }
+}
+
+final class ObjectObserver: Observer {
+    let info: ClassInfo
+    let reference: Value
+    let rowKey: Int64
+    let tree: KeyPathTree
+    let callback: @Sendable (ObjectChange) -> Void
+    private var document: Document
+
+    init(token: NotificationToken, info: ClassInfo, reference: Value, rowKey: Int64, document: Document,
+         tree: KeyPathTree, callback: @escaping @Sendable (ObjectChange) -> Void) {
+        self.info = info
+        self.reference = reference
+        self.rowKey = rowKey
+        self.document = document
+        self.tree = tree
+        self.callback = callback
+        super.init(token: token)
+    }
+
+    override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
+        let index = finder.index
+        let callback = self.callback
+        let erased = index.classes[info.name]?.erased.contains(reference) == true
+        if try erased || (index.incomplete && store.readObject(info, rowKey, finder.conn) == nil) {
+            finished = true
+            var change = ObjectChange(deleted: true)
+            change.old = document
+            return { callback(change) }
+        }
+        let modified = try index.incomplete || finder.modifiedRows(info.name, tree).contains(rowKey)
+        guard modified else { return nil }
+        let changed = try changedProperties(store, finder)
+        guard !changed.isEmpty, let now = try store.readObject(info, rowKey, finder.conn) else { return nil }
+        var change = ObjectChange(deleted: false)
+        change.changedProperties = changed
+        for name in changed {
+            change.old[name] = document[name] ?? .null
+            change.new[name] = now[name] ?? .null
+        }
+        document = now
+        return { callback(change) }
+    }
+
+    /// The watched properties that changed, in schema order.
+    private func changedProperties(_ store: Store, _ finder: ModificationFinder) throws -> [String] {
+        let schema = store.schema
+        var names = Set<String>()
+        if finder.index.incomplete {
+            names = Set(info.schema.properties.filter { !$0.isComputed }.map(\.name))
+        } else if let paths = finder.index.classes[info.name]?.touched[reference] {
+            for path in paths where !path.isEmpty && tree.matches(path[...], info.schema, schema) {
+                if case .key(let name) = path[0] { names.insert(name) }
+            }
+        }
+        for (p, sub) in tree.children(info.schema, schema) where !names.contains(p.name) {
+            guard let sub, let targetName = p.objectType, let target = store.classInfo(ifExists: targetName),
+                  !target.schema.isEmbedded else { continue }
+            if p.type == .object {
+                let changed = try finder.modifiedRows(targetName, sub)
+                if try finder.holders(info, p, of: changed).contains(rowKey) { names.insert(p.name) }
+            } else if p.type == .linkingObjects, let origin = p.linkOriginProperty.flatMap({ target.schema[property: $0] }) {
+                var watched = sub
+                if case .properties(var props) = sub { props[origin.name] = .some(nil); watched = .properties(props) }
+                let changed = try finder.modifiedRows(targetName, watched)
+                if try finder.targets(target, origin, of: changed).contains(rowKey) { names.insert(p.name) }
+            }
+        }
+        return info.schema.properties.map(\.name).filter(names.contains)
+    }
+}
+
+final class CollectionObserver: Observer {
+    let info: ClassInfo
+    let reference: Value
+    let rowKey: Int64
+    let property: Property
+    /// What is watched on the linked objects of a collection of links.
+    let tree: KeyPathTree?
+    let callback: @Sendable (CollectionChange) -> Void
+    private var elements: [Value] = []
+    private var dictionaryKeys: [String] = []
+
+    init(token: NotificationToken, info: ClassInfo, reference: Value, rowKey: Int64, property: Property,
+         tree: KeyPathTree?, callback: @escaping @Sendable (CollectionChange) -> Void) {
+        self.info = info
+        self.reference = reference
+        self.rowKey = rowKey
+        self.property = property
+        self.tree = tree
+        self.callback = callback
+        super.init(token: token)
+    }
+
+    /// Reads the collection's current elements (and, for a dictionary, its keys in order).
+    func read(_ store: Store, _ conn: Connection) throws -> (elements: [Value], keys: [String]) {
+        switch try store.readCollection(info, property, rowKey, conn) {
+        case .list(let values): return (values, [])
+        case .object(let doc): return (doc.values, doc.keys)
+        default: return ([], [])
+        }
+    }
+
+    override func start(_ store: Store, _ conn: Connection) throws -> (() -> Void)? {
+        (elements, dictionaryKeys) = try read(store, conn)
+        var change = CollectionChange(initial: true)
+        change.count = elements.count
+        let callback = self.callback
+        return { callback(change) }
+    }
+
+    override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
+        let index = finder.index
+        let callback = self.callback
+        let erased = index.classes[info.name]?.erased.contains(reference) == true
+        if try erased || (index.incomplete && store.readObject(info, rowKey, finder.conn) == nil) {
+            finished = true
+            var change = CollectionChange(initial: false)
+            change.deleted = true
+            change.deletions = Array(elements.indices)
+            change.deletedKeys = property.collection == .dictionary ? dictionaryKeys.map(Value.string) : elements
+            return { callback(change) }
+        }
+        let touchedHere = index.incomplete || index.classes[info.name]?.touched[reference]?.contains { $0.first == .key(property.name) } == true
+        let linkTargets = try modifiedTargets(store, finder)
+        guard touchedHere || !linkTargets.isEmpty else { return nil }
+        let (newElements, newKeys) = try read(store, finder.conn)
+        var change = CollectionChange(initial: false)
+        var modifiedNew = Set<Int>()
+        switch property.collection {
+        case .dictionary:
+            let diff = ListDiff(old: dictionaryKeys, new: newKeys)
+            change.deletions = diff.deletions
+            change.insertions = diff.insertions
+            change.deletedKeys = diff.removed.map { .string(dictionaryKeys[$0]) }
+            change.insertedKeys = diff.added.map { .string(newKeys[$0]) }
+            let added = Set(diff.added)
+            // Replacing a dictionary rewrites every entry: a kept key changed when its value did.
+            let oldValues = Dictionary(uniqueKeysWithValues: zip(dictionaryKeys, elements))
+            for (j, key) in newKeys.enumerated() where !added.contains(j) {
+                if oldValues[key] != newElements[j] || index.incomplete || isModifiedTarget(newElements[j], linkTargets, finder) {
+                    modifiedNew.insert(j)
+                }
+            }
+        case .set:
+            let diff = ListDiff(old: elements, new: newElements)
+            change.deletions = diff.deletions
+            change.insertions = diff.insertions
+            change.moves = diff.moves
+            change.deletedKeys = diff.removed.map { elements[$0] }
+            change.insertedKeys = diff.added.map { newElements[$0] }
+            let added = Set(diff.added)
+            for (j, v) in newElements.enumerated() where !added.contains(j) && isModifiedTarget(v, linkTargets, finder) {
+                modifiedNew.insert(j)
+            }
+        default:
+            let replay = replayList(finder, newCount: newElements.count) ?? valueReplay(elements, newElements)
+            change.deletions = replay.deletions
+            change.insertions = replay.insertions
+            change.moves = replay.moves
+            change.deletedKeys = replay.removed.map { elements[$0] }
+            change.insertedKeys = replay.added.map { newElements[$0] }
+            let added = Set(replay.added)
+            modifiedNew = replay.modified
+            for (j, v) in newElements.enumerated() where !added.contains(j) && isModifiedTarget(v, linkTargets, finder) {
+                modifiedNew.insert(j)
+            }
+        }
+        change.modifications = modifiedNew.sorted()
+        change.modifiedKeys = change.modifications.map {
+            property.collection == .dictionary ? .string(newKeys[$0]) : newElements[$0]
+        }
+        change.count = newElements.count
+        elements = newElements
+        dictionaryKeys = newKeys
+        guard !change.deletions.isEmpty || !change.insertions.isEmpty || !change.modifications.isEmpty else { return nil }
+        return { callback(change) }
+    }
+
+    /// The difference of two lists by value, for when instructions cannot be replayed (the
+    /// list was replaced whole, or the log was pruned): equal elements are kept (the n-th
+    /// occurrence of a value matching its n-th occurrence), the others deleted or inserted.
+    private func valueReplay(_ old: [Value], _ new: [Value]) -> Replay {
+        func tagged(_ values: [Value]) -> [TaggedValue] {
+            var seen = [Value: Int]()
+            return values.map { v in
+                let n = seen[v, default: 0]
+                seen[v] = n + 1
+                return TaggedValue(value: v, occurrence: n)
+            }
+        }
+        let diff = ListDiff(old: tagged(old), new: tagged(new))
+        var replay = Replay()
+        replay.deletions = diff.deletions
+        replay.insertions = diff.insertions
+        replay.moves = diff.moves
+        replay.removed = diff.removed
+        replay.added = diff.added
+        return replay
+    }
+
+    struct TaggedValue: Hashable {
+        var value: Value
+        var occurrence: Int
+    }
+
+    /// The row keys of linked objects that changed in what `tree` watches (links only).
+    private func modifiedTargets(_ store: Store, _ finder: ModificationFinder) throws -> Set<Int64> {
+        guard let tree, property.type == .object, let target = property.objectType,
+              let targetInfo = store.classInfo(ifExists: target), !targetInfo.schema.isEmbedded,
+              finder.index.touches(target) else { return [] }
+        return try finder.modifiedRows(target, tree)
+    }
+
+    private func isModifiedTarget(_ element: Value, _ targets: Set<Int64>, _ finder: ModificationFinder) -> Bool {
+        guard !targets.isEmpty, let target = property.objectType.flatMap(finder.store.classInfo(ifExists:)),
+              !element.isNull, let key = try? finder.rowKey(target, element) else { return false }
+        return targets.contains(key)
+    }
+
+    struct Replay {
+        var deletions: [Int] = []
+        var insertions: [Int] = []
+        var moves: [Move] = []
+        var removed: [Int] = []
+        var added: [Int] = []
+        var modified = Set<Int>()
+    }
+
+    /// Replays the list instructions of the range on the old positions: which old elements
+    /// left, which are new, which were set. Nil when they do not add up (a pruned log).
+    private func replayList(_ finder: ModificationFinder, newCount: Int) -> Replay? {
+        guard !finder.index.incomplete else { return nil }
+        var origin: [Int?] = Array(elements.indices)
+        var setHere = [Bool](repeating: false, count: elements.count)
+        for ins in finder.index.instructions(info.name, reference) {
+            guard ins.path.first == .key(property.name) else { continue }
+            if ins.path.count > 1 {
+                // A change inside an embedded element.
+                guard case .index(let i) = ins.path[1], setHere.indices.contains(i) else { return nil }
+                setHere[i] = true
+                continue
+            }
+            switch ins.op {
+            case .listInsert:
+                guard let i = ins.index, (0...origin.count).contains(i) else { return nil }
+                origin.insert(nil, at: i)
+                setHere.insert(false, at: i)
+            case .listErase:
+                guard let i = ins.index, origin.indices.contains(i) else { return nil }
+                origin.remove(at: i)
+                setHere.remove(at: i)
+            case .listSet:
+                guard let i = ins.index, origin.indices.contains(i) else { return nil }
+                setHere[i] = true
+            case .listMove:
+                guard let i = ins.index, let j = ins.toIndex, origin.indices.contains(i), origin.indices.contains(j) else { return nil }
+                let o = origin.remove(at: i), s = setHere.remove(at: i)
+                origin.insert(o, at: j)
+                setHere.insert(s, at: j)
+            case .listClear, .set:
+                return nil  // replaced whole: compared by value instead
+            default:
+                continue
+            }
+        }
+        guard origin.count == newCount else { return nil }
+        var replay = Replay()
+        let keptOld = Set(origin.compactMap { $0 })
+        replay.removed = elements.indices.filter { !keptOld.contains($0) }
+        replay.added = origin.indices.filter { origin[$0] == nil }
+        let kept = origin.enumerated().compactMap { j, o in o.map { (old: $0, new: j) } }
+        let stay = ListDiff.longestIncreasing(kept.map(\.old))
+        for (n, pair) in kept.enumerated() where !stay.contains(n) { replay.moves.append(Move(from: pair.old, to: pair.new)) }
+        replay.deletions = (replay.removed + replay.moves.map(\.from)).sorted()
+        replay.insertions = (replay.added + replay.moves.map(\.to)).sorted()
+        replay.modified = Set(setHere.indices.filter { setHere[$0] && origin[$0] != nil })
+        return replay
+    }
+}

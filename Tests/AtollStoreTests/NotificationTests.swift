@@ -1,0 +1,447 @@
+import AtollStore
+import Foundation
+import XCTest
+
+/// Change notifications: exact change sets for results, objects, collections and realms, key-path
+/// filters, both delivery modes, other handles and other processes, snapshots and pruning.
+/// Exactness is checked in host delivery (deliveries happen when the test calls for them); the
+/// notifier thread and other processes are checked by waiting for the expected change.
+final class NotificationTests: XCTestCase {
+    static let schema = Schema([
+        ObjectSchema(name: "Person", primaryKey: "id", properties: [
+            .int("id"), .string("name"), .int("age"), .link("dog", "Dog"), .links("dogs", "Dog"),
+            Property(name: "addresses", type: .object, objectType: "Address", collection: .list),
+            Property(name: "tags", type: .string, collection: .set),
+            Property(name: "scores", type: .int, collection: .dictionary),
+            .list("numbers", .int),
+        ]),
+        ObjectSchema(name: "Dog", primaryKey: "id", properties: [
+            .int("id"), .string("name"), .int("age"),
+            Property(name: "owners", type: .linkingObjects, objectType: "Person", linkOriginProperty: "dogs"),
+        ]),
+        ObjectSchema(name: "Address", isEmbedded: true, properties: [.string("city"), .string("street")]),
+        ObjectSchema(name: "Tag", primaryKey: "name", properties: [.string("name"), .int("weight")]),
+    ])
+
+    /// Collects the changes a callback receives (from any thread).
+    final class Inbox<T: Sendable>: @unchecked Sendable {
+        private let condition = NSCondition()
+        private var items: [T] = []
+        func add(_ item: T) { condition.lock(); items.append(item); condition.broadcast(); condition.unlock() }
+        var all: [T] { condition.lock(); defer { condition.unlock() }; return items }
+        /// Takes what arrived; with `waitFor`, first waits (up to 20 s) until that many arrived.
+        func take(waitFor count: Int = 0) -> [T] {
+            condition.lock()
+            defer { condition.unlock() }
+            let deadline = Date().addingTimeInterval(20)
+            while items.count < count, condition.wait(until: deadline) {}
+            let taken = items
+            items = []
+            return taken
+        }
+    }
+
+    func hostStore(_ path: String? = nil) throws -> Store {
+        var config = Configuration(path: path ?? temporaryRealmPath(), schema: Self.schema)
+        config.notificationDelivery = .host
+        let store = try Store(config)
+        addTeardownBlock { store.close() }
+        return store
+    }
+
+    func people(_ store: Store, _ ids: ClosedRange<Int64>) throws {
+        try store.write {
+            for i in ids { try store.create("Person", ["id": .int(i), "name": .string("p\(i)"), "age": .int(i)]) }
+        }
+    }
+
+    // MARK: - Results
+
+    func testResultsInitialInsertDeleteModifyWithKeys() throws {
+        let store = try hostStore()
+        try people(store, 1...5)
+        let inbox = Inbox<ResultsChange>()
+        let token = try store.objects("Person", where: "age >= 2").observe { inbox.add($0) }
+        defer { token.invalidate() }
+        XCTAssertEqual(inbox.all.count, 0, "nothing is delivered before the host asks")
+        try store.deliverNotifications()
+        var initial = ResultsChange(initial: true)
+        initial.count = 4
+        XCTAssertEqual(inbox.take(), [initial])
+
+        try store.write {
+            try store.create("Person", ["id": .int(6), "name": .string("p6"), "age": .int(6)])
+            try store.delete("Person", primaryKey: .int(3))
+            try store.create("Person", ["id": .int(4), "age": .int(40)], update: .modified)
+            try store.create("Person", ["id": .int(1), "age": .int(10)], update: .modified)  // enters the results
+        }
+        try store.deliverNotifications()
+        let change = try XCTUnwrap(inbox.take().first)
+        // old: 2 3 4 5; new: 1 2 4 5 6
+        XCTAssertFalse(change.initial)
+        XCTAssertEqual(change.deletions, [1])
+        XCTAssertEqual(change.insertions, [0, 4])
+        XCTAssertEqual(change.modifications, [2])
+        XCTAssertEqual(change.moves, [])
+        XCTAssertEqual(change.deletedKeys, [.int(3)])
+        XCTAssertEqual(change.insertedKeys, [.int(1), .int(6)])
+        XCTAssertEqual(change.modifiedKeys, [.int(4)])
+        XCTAssertEqual(change.count, 5)
+
+        try store.write { try store.create("Tag", ["name": .string("x")]) }
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take(), [], "a commit that does not touch the results delivers nothing")
+    }
+
+    func testSortedResultsReportMoves() throws {
+        let store = try hostStore()
+        try people(store, 1...5)
+        let inbox = Inbox<ResultsChange>()
+        let token = try store.objects("Person", where: "TRUEPREDICATE SORT(age ASC)").observe { inbox.add($0) }
+        defer { token.invalidate() }
+        try store.deliverNotifications()
+        _ = inbox.take()
+        // 1 2 3 4 5 → 2 3 4 5 1 (1 moves to the end), and 3 changes its name only.
+        try store.write {
+            try store.create("Person", ["id": .int(1), "age": .int(99)], update: .modified)
+            try store.create("Person", ["id": .int(3), "name": .string("three")], update: .modified)
+        }
+        try store.deliverNotifications()
+        let change = try XCTUnwrap(inbox.take().first)
+        XCTAssertEqual(change.moves, [Move(from: 0, to: 4)])
+        XCTAssertEqual(change.deletions, [0], "a moved object is a deletion at its old index…")
+        XCTAssertEqual(change.insertions, [4], "…and an insertion at its new one")
+        XCTAssertEqual(change.modifications, [1, 4])
+        XCTAssertEqual(change.modifiedKeys, [.int(3), .int(1)])
+        XCTAssertEqual(change.deletedKeys, [], "moved objects were not deleted")
+        XCTAssertEqual(change.insertedKeys, [])
+    }
+
+    func testDeletedKeysOfAStringPrimaryKey() throws {
+        let store = try hostStore()
+        try store.write {
+            for n in ["a", "b", "c"] { try store.create("Tag", ["name": .string(n), "weight": .int(1)]) }
+        }
+        let inbox = Inbox<ResultsChange>()
+        let token = try store.objects("Tag").observe { inbox.add($0) }
+        defer { token.invalidate() }
+        try store.deliverNotifications()
+        _ = inbox.take()
+        try store.write {
+            try store.delete("Tag", primaryKey: .string("b"))
+            try store.create("Tag", ["name": .string("c"), "weight": .int(2)], update: .modified)
+            try store.create("Tag", ["name": .string("d")])
+        }
+        try store.deliverNotifications()
+        let change = try XCTUnwrap(inbox.take().first)
+        XCTAssertEqual(change.deletions, [1])
+        XCTAssertEqual(change.deletedKeys, [.string("b")])
+        XCTAssertEqual(change.modifiedKeys, [.string("c")])
+        XCTAssertEqual(change.insertedKeys, [.string("d")])
+        XCTAssertEqual(change.insertions, [2])
+        XCTAssertEqual(change.modifications, [1])
+    }
+
+    // MARK: - Key paths
+
+    func testKeyPathFiltersThroughLinksListsAndEmbeddedLists() throws {
+        let store = try hostStore()
+        try store.write {
+            try store.create("Dog", ["id": .int(10), "name": .string("Rex"), "age": .int(3)])
+            try store.create("Dog", ["id": .int(11), "name": .string("Fido"), "age": .int(4)])
+            try store.create("Person", ["id": .int(1), "name": .string("Ann"), "dogs": .list([.int(10)]),
+                                        "addresses": .list([.object(["city": .string("Oslo"), "street": .string("A")])])])
+            try store.create("Person", ["id": .int(2), "name": .string("Bob"), "dogs": .list([.int(11)])])
+        }
+        let all = Inbox<ResultsChange>(), names = Inbox<ResultsChange>(), dogNames = Inbox<ResultsChange>()
+        let cities = Inbox<ResultsChange>()
+        let results = try store.objects("Person", where: "TRUEPREDICATE SORT(id ASC)")
+        let tokens = [
+            try results.observe { all.add($0) },
+            try results.observe(keyPaths: ["name"]) { names.add($0) },
+            try results.observe(keyPaths: ["name", "dogs.name"]) { dogNames.add($0) },
+            try results.observe(keyPaths: ["addresses.city"]) { cities.add($0) },
+        ]
+        defer { tokens.forEach { $0.invalidate() } }
+        try store.deliverNotifications()
+        for inbox in [all, names, dogNames, cities] { XCTAssertEqual(inbox.take().count, 1) }
+
+        // A dog's age: only the observer without key paths sees Ann change.
+        try store.write { try store.create("Dog", ["id": .int(10), "age": .int(5)], update: .modified) }
+        try store.deliverNotifications()
+        XCTAssertEqual(all.take().map(\.modifiedKeys), [[.int(1)]])
+        XCTAssertEqual(names.take(), [])
+        XCTAssertEqual(dogNames.take(), [])
+        XCTAssertEqual(cities.take(), [])
+
+        // A dog's name: "dogs.name" counts it (Bob's dog).
+        try store.write { try store.create("Dog", ["id": .int(11), "name": .string("Max")], update: .modified) }
+        try store.deliverNotifications()
+        XCTAssertEqual(all.take().map(\.modifiedKeys), [[.int(2)]])
+        XCTAssertEqual(names.take(), [])
+        XCTAssertEqual(dogNames.take().map(\.modifiedKeys), [[.int(2)]])
+
+        // A street in an embedded list: not the city (realm-swift #8387).
+        try store.write {
+            try store.create("Person", ["id": .int(1), "addresses": .list([.object(["city": .string("Oslo"), "street": .string("B")])])],
+                             update: .modified)
+        }
+        try store.deliverNotifications()
+        XCTAssertEqual(all.take().map(\.modifiedKeys), [[.int(1)]])
+        XCTAssertEqual(cities.take().count, 1, "replacing the list is a change of the list itself")
+
+        try store.write { try store.create("Person", ["id": .int(2), "name": .string("Bo")], update: .modified) }
+        try store.deliverNotifications()
+        XCTAssertEqual(names.take().map(\.modifiedKeys), [[.int(2)]])
+        XCTAssertEqual(dogNames.take().map(\.modifiedKeys), [[.int(2)]])
+        XCTAssertEqual(cities.take(), [])
+        XCTAssertEqual(all.take().count, 1)
+
+        assertAtollError(try results.observe(keyPaths: ["nope"]) { _ in }, .invalidArgument, "no property 'nope'")
+        assertAtollError(try results.observe(keyPaths: ["name.x"]) { _ in }, .invalidArgument, "not a link")
+    }
+
+    // MARK: - Objects
+
+    func testObjectChangesWithOldAndNewValuesAndDeletion() throws {
+        let store = try hostStore()
+        try store.write {
+            try store.create("Dog", ["id": .int(10), "name": .string("Rex")])
+            try store.create("Person", ["id": .int(1), "name": .string("Ann"), "age": .int(30), "dog": .int(10)])
+        }
+        let inbox = Inbox<ObjectChange>(), filtered = Inbox<ObjectChange>()
+        let token = try store.observeObject("Person", primaryKey: .int(1)) { inbox.add($0) }
+        let ageOnly = try store.observeObject("Person", primaryKey: .int(1), keyPaths: ["age"]) { filtered.add($0) }
+        defer { token.invalidate(); ageOnly.invalidate() }
+
+        try store.write { try store.create("Person", ["id": .int(1), "name": .string("Anna"), "age": .int(31)], update: .modified) }
+        try store.deliverNotifications()
+        let change = try XCTUnwrap(inbox.take().first)
+        XCTAssertFalse(change.deleted)
+        XCTAssertEqual(change.changedProperties, ["name", "age"])
+        XCTAssertEqual(change.old, ["name": .string("Ann"), "age": .int(30)])
+        XCTAssertEqual(change.new, ["name": .string("Anna"), "age": .int(31)])
+        XCTAssertEqual(filtered.take().map(\.changedProperties), [["age"]])
+
+        // A change of the linked dog counts as a change of `dog`; deleting the dog nulls the link.
+        try store.write { try store.create("Dog", ["id": .int(10), "name": .string("Max")], update: .modified) }
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take().map(\.changedProperties), [["dog"]])
+        try store.write { try store.delete("Dog", primaryKey: .int(10)) }
+        try store.deliverNotifications()
+        let nulled = try XCTUnwrap(inbox.take().first)
+        XCTAssertEqual(nulled.changedProperties, ["dog"])
+        XCTAssertEqual(nulled.old, ["dog": .int(10)])
+        XCTAssertEqual(nulled.new, ["dog": .null])
+        XCTAssertEqual(filtered.take(), [])
+
+        try store.write { try store.delete("Person", primaryKey: .int(1)) }
+        try store.deliverNotifications()
+        let deleted = try XCTUnwrap(inbox.take().first)
+        XCTAssertTrue(deleted.deleted)
+        XCTAssertEqual(deleted.old["name"], .string("Anna"))
+        XCTAssertEqual(filtered.take().map(\.deleted), [true])
+        try store.write { try store.create("Person", ["id": .int(1)]) }
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take(), [], "nothing after the deletion")
+
+        assertAtollError(try store.observeObject("Person", primaryKey: .int(99)) { _ in }, .notFound)
+        assertAtollError(try store.observeObject("Nope", primaryKey: .int(1)) { _ in }, .noSuchClass)
+    }
+
+    // MARK: - Collections
+
+    func testListSetAndDictionaryChanges() throws {
+        let store = try hostStore()
+        try store.write {
+            try store.create("Person", ["id": .int(1), "numbers": .list([.int(1), .int(2), .int(3), .int(4)]),
+                                        "tags": .list([.string("a"), .string("b")]),
+                                        "scores": .object(["x": .int(1), "y": .int(2)])])
+        }
+        let list = Inbox<CollectionChange>(), set = Inbox<CollectionChange>(), dict = Inbox<CollectionChange>()
+        let tokens = [
+            try store.observeCollection("Person", primaryKey: .int(1), property: "numbers") { list.add($0) },
+            try store.observeCollection("Person", primaryKey: .int(1), property: "tags") { set.add($0) },
+            try store.observeCollection("Person", primaryKey: .int(1), property: "scores") { dict.add($0) },
+        ]
+        defer { tokens.forEach { $0.invalidate() } }
+        try store.deliverNotifications()
+        XCTAssertEqual(list.take().map(\.count), [4])
+        XCTAssertEqual(set.take().map(\.initial), [true])
+        XCTAssertEqual(dict.take().map(\.count), [2])
+
+        try store.write {
+            try store.create("Person", ["id": .int(1), "numbers": .list([.int(9), .int(4), .int(1), .int(33)]),
+                                        "tags": .list([.string("b"), .string("c")]),
+                                        "scores": .object(["y": .int(20), "z": .int(3)])], update: .modified)
+        }
+        try store.deliverNotifications()
+        let l = try XCTUnwrap(list.take().first)
+        // old 1 2 3 4 → new 9 4 1 33: 2 and 3 deleted, 9 and 33 inserted, 1 moved from 0 to 2.
+        XCTAssertEqual(l.deletions, [0, 1, 2])
+        XCTAssertEqual(l.insertions, [0, 2, 3])
+        XCTAssertEqual(l.moves, [Move(from: 0, to: 2)])
+        XCTAssertEqual(l.modifications, [])
+        XCTAssertEqual(l.deletedKeys, [.int(2), .int(3)])
+        XCTAssertEqual(l.insertedKeys, [.int(9), .int(33)])
+        XCTAssertEqual(l.count, 4)
+        let s = try XCTUnwrap(set.take().first)
+        XCTAssertEqual(s.deletions, [0])
+        XCTAssertEqual(s.insertions, [1])
+        XCTAssertEqual(s.deletedKeys, [.string("a")])
+        XCTAssertEqual(s.insertedKeys, [.string("c")])
+        let d = try XCTUnwrap(dict.take().first)
+        XCTAssertEqual(d.deletedKeys, [.string("x")])
+        XCTAssertEqual(d.insertedKeys, [.string("z")])
+        XCTAssertEqual(d.modifiedKeys, [.string("y")])
+        XCTAssertEqual(d.deletions, [0])
+        XCTAssertEqual(d.insertions, [1])
+        XCTAssertEqual(d.modifications, [0])
+    }
+
+    func testAListOfLinksReportsChangedTargets() throws {
+        let store = try hostStore()
+        try store.write {
+            try store.create("Dog", ["id": .int(10), "name": .string("Rex")])
+            try store.create("Dog", ["id": .int(11), "name": .string("Fido")])
+            try store.create("Person", ["id": .int(1), "dogs": .list([.int(10), .int(11)])])
+        }
+        let inbox = Inbox<CollectionChange>()
+        let token = try store.observeCollection("Person", primaryKey: .int(1), property: "dogs") { inbox.add($0) }
+        defer { token.invalidate() }
+        try store.deliverNotifications()
+        _ = inbox.take()
+        try store.write { try store.create("Dog", ["id": .int(11), "age": .int(2)], update: .modified) }
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take().map(\.modifications), [[1]])
+        try store.write { try store.delete("Dog", primaryKey: .int(10)) }
+        try store.deliverNotifications()
+        let change = try XCTUnwrap(inbox.take().first)
+        XCTAssertEqual(change.deletions, [0])
+        XCTAssertEqual(change.deletedKeys, [.int(10)])
+        XCTAssertEqual(change.count, 1)
+    }
+
+    // MARK: - Delivery
+
+    func testNotifierThreadDeliversCommitsOfAnotherHandle() throws {
+        let path = temporaryRealmPath()
+        let writer = try open(path, Self.schema)
+        let reader = try open(path, nil)
+        let realm = Inbox<RealmChange>(), results = Inbox<ResultsChange>()
+        let tokens = [try reader.observe { realm.add($0) },
+                      try reader.objects("Person").observe { results.add($0) }]
+        defer { tokens.forEach { $0.invalidate() } }
+        XCTAssertEqual(results.take(waitFor: 1).map(\.initial), [true])
+        try people(writer, 1...2)
+        let change = try XCTUnwrap(realm.take(waitFor: 1).first)
+        XCTAssertEqual(change.version, 1)
+        XCTAssertEqual(change.classes, ["Person"])
+        XCTAssertEqual(results.take(waitFor: 1).map(\.insertedKeys), [[.int(1), .int(2)]])
+        XCTAssertEqual(try reader.objects("Person").count(), 2, "the delivery refreshed the reader")
+    }
+
+    func testAnotherProcessesCommitsAreDelivered() throws {
+        let environment = ProcessInfo.processInfo.environment
+        if environment["ATOLL_TEST_ROLE"] == "notification-writer", let path = environment["ATOLL_TEST_PATH"] {
+            let store = try Store(Configuration(path: path))
+            defer { store.close() }
+            for i in 1...3 as ClosedRange<Int64> {
+                try store.write { try store.create("Person", ["id": .int(i), "name": .string("child")]) }
+            }
+            return
+        }
+        let path = temporaryRealmPath()
+        let store = try open(path, Self.schema)
+        let inbox = Inbox<ResultsChange>()
+        let token = try store.objects("Person").observe { inbox.add($0) }
+        defer { token.invalidate() }
+        XCTAssertEqual(inbox.take(waitFor: 1).count, 1)
+        let name = String(reflecting: type(of: self)) + "/testAnotherProcessesCommitsAreDelivered"
+        let child = try TestProcess(name, environment: ["ATOLL_TEST_ROLE": "notification-writer", "ATOLL_TEST_PATH": path])
+        let (passed, output) = child.finish()
+        XCTAssertTrue(passed, output)
+        var inserted = [Value]()
+        let deadline = Date().addingTimeInterval(20)
+        while inserted.count < 3, Date() < deadline {
+            inserted += inbox.take(waitFor: 1).flatMap(\.insertedKeys)
+        }
+        XCTAssertEqual(inserted, [.int(1), .int(2), .int(3)])
+    }
+
+    func testInvalidatingInsideTheCallbackAndAfterwards() throws {
+        let store = try hostStore()
+        final class Box: @unchecked Sendable { var token: NotificationToken?; var calls = 0 }
+        let box = Box(), other = Inbox<ResultsChange>()
+        box.token = try store.objects("Person").observe { _ in
+            box.calls += 1
+            box.token?.invalidate()
+        }
+        let token = try store.objects("Person").observe { other.add($0) }
+        try store.deliverNotifications()
+        try people(store, 1...1)
+        try store.deliverNotifications()
+        XCTAssertEqual(box.calls, 1, "invalidated inside its first call")
+        XCTAssertEqual(other.take().count, 2, "the other observer still gets both")
+        token.invalidate()
+        try people(store, 2...2)
+        try store.deliverNotifications()
+        XCTAssertEqual(other.take(), [])
+    }
+
+    func testFreeUserdataRunsOnceAfterTheLastCall() throws {
+        let store = try hostStore()
+        let token = try store.observe { _ in }
+        final class Count: @unchecked Sendable { var n = 0 }
+        let count = Count()
+        token.whenInvalidated { count.n += 1 }
+        token.invalidate()
+        token.invalidate()
+        XCTAssertEqual(count.n, 1)
+    }
+
+    // MARK: - Snapshots
+
+    func testReadsSeeTheSnapshotUntilRefresh() throws {
+        let path = temporaryRealmPath()
+        let writer = try open(path, Self.schema)
+        let reader = try open(path, nil)
+        XCTAssertEqual(try reader.objects("Person").count(), 0)
+        try people(writer, 1...3)
+        XCTAssertEqual(try reader.objects("Person").count(), 0, "the reader's snapshot holds")
+        XCTAssertTrue(try reader.refresh())
+        XCTAssertEqual(try reader.objects("Person").count(), 3)
+        XCTAssertFalse(try reader.refresh(), "nothing newer")
+        try people(writer, 4...4)
+        try reader.beginWrite()
+        XCTAssertEqual(try reader.objects("Person").count(), 4, "beginWrite refreshes")
+        try reader.cancelWrite()
+    }
+
+    // MARK: - The change log over time
+
+    func testTheChangeLogIsPrunedBehindItsObservers() throws {
+        let store = try hostStore()
+        let inbox = Inbox<ResultsChange>()
+        let token = try store.objects("Person").observe { inbox.add($0) }
+        defer { token.invalidate() }
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take().map(\.initial), [true])
+        try people(store, 1...1)
+        // 300 commits while the observer lags: nothing it needs is pruned.
+        for i in 0..<300 as Range<Int64> {
+            try store.write { try store.create("Person", ["id": .int(1), "age": .int(i)], update: .modified) }
+        }
+        XCTAssertEqual(try store.changes(after: 0).count, 301, "the observer at version 0 holds the whole log")
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take().map(\.insertedKeys), [[.int(1)]])
+        // Once delivered, later commits prune what nobody needs.
+        for i in 0..<300 as Range<Int64> {
+            try store.write { try store.create("Person", ["id": .int(1), "age": .int(i)], update: .modified) }
+            if i % 10 == 0 { try store.deliverNotifications() }
+        }
+        let kept = try store.changes(after: 0).count
+        XCTAssertLessThanOrEqual(kept, 2 * 64, "entries older than the observer and the newest 64 are gone")
+        XCTAssertGreaterThanOrEqual(kept, 64)
+    }
+}
