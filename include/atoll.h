@@ -180,11 +180,16 @@ void atoll_free(void *ptr);
  *   - "schemaVersion" (integer >= 0, default 0): the version of "schema".
  *   - "readOnly" (bool, default false): open without the right to write; the file must exist.
  *     Every write call then fails with ATOLL_ERR_READ_ONLY, and the handle still sees what
- *     other handles and processes commit.
+ *     other handles and processes commit (after a refresh).
  *   - "writeTimeoutMs" (integer, default -1): how long atoll_realm_begin_write() waits for
  *     another writer; -1 waits as long as it takes, as Realm does.
  *   - "deleteRealmIfMigrationNeeded" (bool, default false): when the file's schema would need
  *     a migration, delete every class and object and start with "schema" instead of failing.
+ *   - "notifications" ("thread" or "host", default "thread"): who calls this handle's change
+ *     callbacks (see Notifications below): a notifier thread of the library, or the host,
+ *     which polls atoll_realm_notification_fd() and calls atoll_realm_deliver_notifications().
+ *   Reads see the data as of the handle's last refresh (a snapshot): atoll_realm_refresh(),
+ *   atoll_realm_begin_write() and each delivery of notifications move it to the newest data.
  *   Opening an existing file whose schema differs from "schema" only by additions (new
  *   classes, new properties, new indexes) adds them. Any other difference needs a higher
  *   "schemaVersion" than the file's: the file is then migrated (with the migration callback of
@@ -264,6 +269,8 @@ bool atoll_realm_version(atoll_realm_t *realm, uint64_t *out_version);
  * "listErase", "listSet", "listMove", "listClear"), "class", "primaryKey", "path" (the property,
  * then indexes and property names into embedded objects) and, as the op needs, "value",
  * "index" and "toIndex". See docs/changelog.md.
+ * The log is pruned: every 64 commits, entries older than the newest 64 are deleted unless an
+ * observer (of any handle or process on the file) has not been delivered them yet.
  * @param max_entries at most this many entries; 0 means no limit.
  * @return JSON text (caller owns; free with atoll_free()), or NULL with ATOLL_ERR_CLOSED.
  */
@@ -608,10 +615,137 @@ struct json_t *atoll_results_json_j(atoll_results_t *results, size_t offset, siz
 bool atoll_results_delete_all(atoll_results_t *results, size_t *out_count);
 
 /**
- * Frees results.
+ * Frees results (live or frozen).
  * @param results the handle; NULL is a no-op. Any thread.
  */
 void atoll_results_free(atoll_results_t *results);
+
+/**
+ * A frozen copy of results: the objects that match in the realm's snapshot now, read with
+ * atoll_results_count() and atoll_results_json() from any thread; it never changes, and stays
+ * readable after the realm closes. It cannot be observed or deleted from (ATOLL_ERR_INVALID_ARGUMENT).
+ * @return a new results handle (caller owns; free with atoll_results_free()), or NULL with
+ *   ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+atoll_results_t *atoll_results_freeze(atoll_results_t *results);
+
+/* MARK: - Notifications (docs/notifications.md) */
+
+/** A registered change callback: freeing it unregisters. */
+typedef struct atoll_token atoll_token_t;
+
+/** Frees what a callback's userdata holds; called once, after the callback's last call. */
+typedef void (*atoll_free_userdata_fn)(void *userdata);
+
+/**
+ * Receives changes.
+ * @param userdata as given when registering.
+ * @param changes_json the changes (borrowed: valid during the call only).
+ * Called on the realm's notifier thread ("notifications": "thread") or inside
+ * atoll_realm_deliver_notifications() on the host's thread ("host"), never while the realm's
+ * lock is held: it may call any atoll_ function, read the realm (which shows the state the
+ * change describes), write to it, and free any token, its own included.
+ */
+typedef void (*atoll_changes_fn)(void *userdata, const char *changes_json);
+
+/**
+ * Observes the results of a query (in its sort order). The first call gives the initial state
+ * ({"initial": true, "count": n, and empty lists}); each later one, after commits that changed
+ * the results, gives {"initial": false, "deletions": [indices in the old results],
+ * "insertions": [indices in the new], "modifications": [indices in the new], "moves":
+ * [{"from": old index, "to": new index}], "deletedKeys", "insertedKeys", "modifiedKeys":
+ * [primary keys (row keys for classes without one)], "count": n}. A moved object is also a
+ * deletion (old index) and an insertion (new index), as in realm-core; the keys name only the
+ * objects that really left, entered or changed. Commits that change nothing of the results
+ * call nothing.
+ * @param key_paths_json NULL (any property of the objects, and of the objects they link to up
+ *   to three links away) or a JSON array of key paths, e.g. ["name", "dogs.name"]: only changes
+ *   on those count as modifications (insertions and deletions always count).
+ * @param fn the callback; userdata is passed to it; free_userdata (may be NULL) is called with
+ *   userdata once, after the last call (on failure, at once).
+ * @return a new token (caller owns; free with atoll_token_free()), or NULL with
+ *   ATOLL_ERR_INVALID_ARGUMENT (NULL fn, bad key paths, frozen results), ATOLL_ERR_INVALID_JSON,
+ *   ATOLL_ERR_ALREADY_IN_WRITE (observers are added outside write transactions), ATOLL_ERR_CLOSED.
+ */
+atoll_token_t *atoll_results_observe(atoll_results_t *results, const char *key_paths_json,
+                                     atoll_changes_fn fn, void *userdata, atoll_free_userdata_fn free_userdata);
+
+/**
+ * Observes one object: after commits that changed it, {"deleted": false, "changedProperties":
+ * [names], "old": {name: value before}, "new": {name: value after}} (only the changed
+ * properties); when it is deleted, {"deleted": true, "changedProperties": [], "old": {the
+ * object as last seen}, "new": {}}, and nothing more after that. No initial call.
+ * A link property counts as changed when the link changes, when the linked object changes
+ * (as key_paths_json allows), or when the linked object is deleted (the link becomes null).
+ * @param primary_key_json the object's primary key as JSON (e.g. "5", "\"rex\"",
+ *   "{\"$oid\": \"...\"}"); for classes without one, its row key.
+ * @param key_paths_json as for atoll_results_observe().
+ * @return a new token, or NULL with ATOLL_ERR_NO_SUCH_CLASS, ATOLL_ERR_NOT_FOUND,
+ *   ATOLL_ERR_TYPE_MISMATCH, ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_INVALID_JSON,
+ *   ATOLL_ERR_ALREADY_IN_WRITE, ATOLL_ERR_CLOSED.
+ */
+atoll_token_t *atoll_object_observe(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                                    const char *key_paths_json, atoll_changes_fn fn, void *userdata,
+                                    atoll_free_userdata_fn free_userdata);
+
+/**
+ * Observes a list, set or dictionary property of one object: an initial call, then changes
+ * shaped as for results ({"initial", "deleted", "deletions", "insertions", "modifications",
+ * "moves", "deletedKeys", "insertedKeys", "modifiedKeys", "count"}). For dictionaries the
+ * indices are in key order and the keys are the dictionary's keys; for lists and sets the keys
+ * are the elements' values (links as primary keys). "deleted": true when the object was
+ * deleted (the last call).
+ * @param key_paths_json for collections of links: what counts as a change of a linked object
+ *   (NULL: any property); must be NULL for other collections.
+ * @return a new token, or NULL with ATOLL_ERR_NO_SUCH_PROPERTY, ATOLL_ERR_INVALID_ARGUMENT
+ *   (not a collection), and the errors of atoll_object_observe().
+ */
+atoll_token_t *atoll_collection_observe(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                                        const char *property, const char *key_paths_json, atoll_changes_fn fn,
+                                        void *userdata, atoll_free_userdata_fn free_userdata);
+
+/**
+ * Observes the realm: after each delivery that covers commits (of this handle, another handle
+ * or another process), {"previousVersion": v0, "version": v1, "classes": [names of the classes
+ * whose objects changed]}. Several commits may be delivered in one call.
+ * @return a new token, or NULL with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_ALREADY_IN_WRITE,
+ *   ATOLL_ERR_CLOSED.
+ */
+atoll_token_t *atoll_realm_observe(atoll_realm_t *realm, atoll_changes_fn fn, void *userdata,
+                                   atoll_free_userdata_fn free_userdata);
+
+/**
+ * Unregisters a callback. When it returns, the callback is not running on another thread and
+ * will not be called again (inside its own callback, the token may be freed: free_userdata
+ * then runs when the callback returns). Tokens outlive their realm: free them after closing it.
+ * @param token NULL is a no-op. Any thread.
+ */
+void atoll_token_free(atoll_token_t *token);
+
+/**
+ * Moves the realm's snapshot to the newest committed data (Realm's refresh()). Observers are
+ * told of the changes at the next delivery. Inside a write transaction it does nothing.
+ * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+bool atoll_realm_refresh(atoll_realm_t *realm);
+
+/**
+ * For "notifications": "host": a descriptor that becomes readable when notifications are due.
+ * Poll it for reading in the host's event loop (select, poll, epoll, asyncio's add_reader,
+ * GLib, libuv) and call atoll_realm_deliver_notifications() when it is. Do not read or close
+ * it; it is valid until the realm is closed (stop polling before closing).
+ * @return the descriptor, or -1 with ATOLL_ERR_INVALID_ARGUMENT (the realm delivers on its own
+ *   thread), ATOLL_ERR_CLOSED.
+ */
+int atoll_realm_notification_fd(atoll_realm_t *realm);
+
+/**
+ * Refreshes the realm and calls, on this thread, the callbacks of every due notification
+ * (for "host" delivery; with "thread" the notifier thread does this). Inside a write
+ * transaction it delivers nothing (the commit makes the notifications due again).
+ * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ */
+bool atoll_realm_deliver_notifications(atoll_realm_t *realm);
 
 #ifdef __cplusplus
 }

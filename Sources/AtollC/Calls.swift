@@ -76,6 +76,10 @@ enum HandleEntry {
     /// `migratingRealm`); `endedMigration` after.
     case migration(Migration, realm: UInt)
     case endedMigration
+    /// Results frozen by atoll_results_freeze: read like results, never change.
+    case frozenResults(FrozenResults)
+    /// An observer's registration (atoll_*_observe), until atoll_token_free.
+    case token(NotificationToken)
 }
 
 final class HandleTable: Sendable {
@@ -111,8 +115,9 @@ func store(_ handle: OpaquePointer?) throws -> Store {
     switch handles.get(handle) {
     case .realm(let s), .migratingRealm(let s): return s
     case .closedRealm: throw AtollError(.closed, "the realm is closed")
-    case .results: throw AtollError(.invalidArgument, "a results handle was passed where a realm is expected")
+    case .results, .frozenResults: throw AtollError(.invalidArgument, "a results handle was passed where a realm is expected")
     case .migration, .endedMigration: throw AtollError(.invalidArgument, "a migration handle was passed where a realm is expected")
+    case .token: throw AtollError(.invalidArgument, "a token was passed where a realm is expected")
     case nil: throw AtollError(.invalidArgument, "not a realm handle (never opened, or freed)")
     }
 }
@@ -125,10 +130,27 @@ func results(_ handle: OpaquePointer?) throws -> Results {
             throw AtollError(.closed, "the realm is closed: these results were made on a migration's realm, which closes when the migration callback returns")
         }
         return r
-    case .realm, .closedRealm, .migratingRealm, .migration, .endedMigration:
-        throw AtollError(.invalidArgument, "a realm or migration handle was passed where results are expected")
+    case .frozenResults:
+        throw AtollError(.invalidArgument, "these results are frozen: they can be read, not changed or observed")
+    case .realm, .closedRealm, .migratingRealm, .migration, .endedMigration, .token:
+        throw AtollError(.invalidArgument, "a realm, migration or token handle was passed where results are expected")
     case nil: throw AtollError(.invalidArgument, "not a results handle (never made, or freed)")
     }
+}
+
+/// What reading results needs, live or frozen.
+protocol ReadableResults {
+    func count() throws -> Int
+    func documents(offset: Int, limit: Int?) throws -> [Document]
+}
+
+extension Results: ReadableResults {}
+extension FrozenResults: ReadableResults {}
+
+/// Results to read: live or frozen.
+func readableResults(_ handle: OpaquePointer?) throws -> ReadableResults {
+    if let handle, case .frozenResults(let frozen) = handles.get(handle) { return frozen }
+    return try results(handle)
 }
 
 // MARK: - Callbacks

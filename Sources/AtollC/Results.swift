@@ -41,7 +41,7 @@ public func atoll_results_query_j(_ realm: OpaquePointer?, _ className: UnsafePo
 @_cdecl("atoll_results_count")
 public func atoll_results_count(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> Bool {
     call(false) {
-        let r = try results(handle)
+        let r = try readableResults(handle)
         guard let out else { throw AtollError(.invalidArgument, "out_count is NULL") }
         out.pointee = try r.count()
         return true
@@ -49,7 +49,7 @@ public func atoll_results_count(_ handle: OpaquePointer?, _ out: UnsafeMutablePo
 }
 
 private func page(_ handle: OpaquePointer?, _ offset: Int, _ limit: Int) throws -> JSONRef {
-    let r = try results(handle)
+    let r = try readableResults(handle)
     let docs = try r.documents(offset: offset, limit: limit == 0 ? nil : limit)
     let array = json_array()!
     for doc in docs { json_array_append_new(array, EJSON.make(doc)) }
@@ -78,6 +78,9 @@ public func atoll_results_delete_all(_ handle: OpaquePointer?, _ out: UnsafeMuta
 @_cdecl("atoll_results_free")
 public func atoll_results_free(_ handle: OpaquePointer?) {
     // Cannot fail, so it leaves the last error alone (see the header).
-    guard let handle, case .results = handles.get(handle) else { return }
-    handles.replace(handle, with: nil)
+    guard let handle else { return }
+    switch handles.get(handle) {
+    case .results, .frozenResults: handles.replace(handle, with: nil)
+    default: return
+    }
 }

@@ -214,7 +214,7 @@ public enum SchemaJSON {
 }
 
 /// Reads a store configuration from JSON: {"path", "inMemory", "schema", "schemaVersion",
-/// "readOnly", "writeTimeoutMs", "deleteRealmIfMigrationNeeded"}.
+/// "readOnly", "writeTimeoutMs", "deleteRealmIfMigrationNeeded", "notifications"}.
 public enum ConfigurationJSON {
     /// - Throws: `.invalidJSON`, `.invalidArgument` (unknown keys, wrong types), `.schema`.
     public static func configuration(_ text: UnsafePointer<CChar>) throws -> Configuration {
@@ -257,6 +257,11 @@ public enum ConfigurationJSON {
                 config.writeTimeoutMilliseconds = n < 0 ? nil : Int(n)
             case "schema":
                 if v.pointee.type != JSON_NULL { config.schema = try SchemaJSON.schema(v) }
+            case "notifications":
+                guard v.pointee.type == JSON_STRING, let mode = NotificationDelivery(rawValue: String(cString: json_string_value(v))) else {
+                    throw AtollError(.invalidArgument, "configuration \"notifications\" must be \"thread\" or \"host\"")
+                }
+                config.notificationDelivery = mode
             default:
                 throw AtollError(.invalidArgument, "unknown configuration key \"\(key)\"")
             }

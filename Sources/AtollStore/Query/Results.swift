@@ -164,3 +164,25 @@ extension Store {
         return n
     }
 }
+
+/// A copy of results as they were when frozen: it never changes, and any thread may read it.
+public struct FrozenResults: Sendable {
+    public let className: String
+    public let documents: [Document]
+
+    public func count() -> Int { documents.count }
+
+    /// The objects from `offset` on (at most `limit`).
+    public func documents(offset: Int = 0, limit: Int? = nil) -> [Document] {
+        let start = min(max(0, offset), documents.count)
+        let end = limit.map { min(documents.count, start + max(0, $0)) } ?? documents.count
+        return Array(documents[start..<end])
+    }
+}
+
+extension Results {
+    /// A frozen copy of the results as the store's snapshot sees them now.
+    public func freeze() throws -> FrozenResults {
+        try store.locked { _ in FrozenResults(className: className, documents: try documents()) }
+    }
+}
