@@ -444,4 +444,147 @@ final class NotificationTests: XCTestCase {
         XCTAssertLessThanOrEqual(kept, 2 * 64, "entries older than the observer and the newest 64 are gone")
         XCTAssertGreaterThanOrEqual(kept, 64)
     }
+
+    // MARK: - More delivery cases
+
+    func testAsyncSequenceOfResultsChanges() async throws {
+        let path = temporaryRealmPath()
+        let store = try Store(Configuration(path: path, schema: Self.schema))
+        defer { store.close() }
+        let writer = try Store(Configuration(path: path))
+        defer { writer.close() }
+        var seen = [ResultsChange]()
+        for try await change in try store.objects("Person", where: "age > 1").changes() {
+            seen.append(change)
+            if change.initial {
+                try people(writer, 1...3)
+            } else if change.insertedKeys.count + seen.dropFirst().dropLast().map(\.insertedKeys.count).reduce(0, +) == 2 {
+                break
+            }
+        }
+        XCTAssertEqual(seen.first?.initial, true)
+        XCTAssertEqual(seen.dropFirst().flatMap(\.insertedKeys), [.int(2), .int(3)])
+    }
+
+    func testFrozenResultsNeverChange() throws {
+        let store = try hostStore()
+        try people(store, 1...3)
+        let frozen = try store.objects("Person", where: "TRUEPREDICATE SORT(id DESC)").freeze()
+        try store.write { try store.delete("Person", primaryKey: .int(2)) }
+        try people(store, 4...5)
+        XCTAssertEqual(frozen.count(), 3)
+        XCTAssertEqual(frozen.documents(offset: 1).map { $0["id"] }, [.int(2), .int(1)])
+        store.close()
+        let fromAnotherThread = DispatchQueue.global().sync { frozen.documents(offset: 0, limit: 1).first?["name"] }
+        XCTAssertEqual(fromAnotherThread, .string("p3"))
+    }
+
+    func testInvalidateWaitsForARunningCallback() throws {
+        let path = temporaryRealmPath()
+        let store = try open(path, Self.schema)
+        let entered = DispatchSemaphore(value: 0)
+        final class Flag: @unchecked Sendable {
+            private let lock = NSLock()
+            private var value = false
+            var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+            func set() { lock.lock(); value = true; lock.unlock() }
+        }
+        let finished = Flag(), calledAfter = Flag(), invalidated = Flag()
+        let token = try store.observe { _ in
+            if invalidated.isSet { calledAfter.set() }
+            entered.signal()
+            usleep(100_000)
+            finished.set()
+        }
+        try people(store, 1...1)
+        XCTAssertEqual(entered.wait(timeout: .now() + 20), .success)
+        token.invalidate()
+        invalidated.set()
+        XCTAssertTrue(finished.isSet, "invalidate() returned only after the running callback did")
+        try people(store, 2...2)
+        usleep(200_000)  // not needed for the assertion: a call would only make it fail
+        XCTAssertFalse(calledAfter.isSet)
+    }
+
+    func testObservingInsideAWriteOrWithTheWrongDeliveryIsRefused() throws {
+        let store = try openTemporaryStore(Self.schema)
+        try store.beginWrite()
+        assertAtollError(try store.observe { _ in }, .alreadyInWrite)
+        try store.cancelWrite()
+        assertAtollError(try store.notificationDescriptor(), .invalidArgument, "own thread")
+        let host = try hostStore()
+        XCTAssertGreaterThanOrEqual(try host.notificationDescriptor(), 0)
+        assertAtollError(try host.observeCollection("Person", primaryKey: .int(1), property: "tags") { _ in }, .notFound)
+        try people(host, 1...1)
+        assertAtollError(try host.observeCollection("Person", primaryKey: .int(1), property: "name") { _ in }, .invalidArgument)
+        assertAtollError(try host.observeObject("Address", primaryKey: .int(1)) { _ in }, .invalidArgument, "embedded")
+        assertAtollError(try host.observeObject("Person", primaryKey: .string("x")) { _ in }, .typeMismatch)
+    }
+
+    func testACallbackMayCloseTheStoreOnTheNotifierThread() throws {
+        let path = temporaryRealmPath()
+        let store = try Store(Configuration(path: path, schema: Self.schema))
+        let writer = try open(path, nil)
+        let done = DispatchSemaphore(value: 0)
+        let token = try store.observe { _ in
+            store.close()
+            done.signal()
+        }
+        defer { token.invalidate() }
+        try people(writer, 1...1)
+        XCTAssertEqual(done.wait(timeout: .now() + 20), .success)
+        XCTAssertTrue(store.isClosed)
+    }
+
+    func testInMemoryRealmsNotifyTheirHandles() throws {
+        var config = Configuration(path: "notify-\(UUID().uuidString)", inMemory: true, schema: Self.schema)
+        config.notificationDelivery = .host
+        let a = try Store(config), b = try Store(config)
+        defer { a.close(); b.close() }
+        let inbox = Inbox<ResultsChange>()
+        let token = try b.objects("Person").observe { inbox.add($0) }
+        defer { token.invalidate() }
+        try b.deliverNotifications()
+        try people(a, 1...2)
+        try b.deliverNotifications()
+        XCTAssertEqual(inbox.take().map(\.insertedKeys), [[], [.int(1), .int(2)]])
+    }
+
+    func testAThousandObserversAllGetTheirChange() throws {
+        let store = try hostStore()
+        try people(store, 1...100)
+        let inbox = Inbox<Int>()
+        var tokens = [NotificationToken]()
+        for i in 0..<1000 {
+            let results = try store.objects("Person", where: "age == $0", [.int(Int64(i % 100 + 1))])
+            tokens.append(try results.observe { change in if !change.initial { inbox.add(i) } })
+        }
+        defer { tokens.forEach { $0.invalidate() } }
+        try store.deliverNotifications()
+        try store.write { try store.create("Person", ["id": .int(7), "name": .string("seven")], update: .modified) }
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take().sorted(), (0..<1000).filter { $0 % 100 == 6 })
+    }
+
+    func testObjectKeyPathsThroughEmbeddedObjectsAndBacklinks() throws {
+        let store = try hostStore()
+        try store.write {
+            try store.create("Dog", ["id": .int(10), "name": .string("Rex")])
+            try store.create("Person", ["id": .int(1), "name": .string("Ann"), "dogs": .list([.int(10)]),
+                                        "addresses": .list([.object(["city": .string("Oslo")])])])
+        }
+        let owners = Inbox<ObjectChange>(), cities = Inbox<ObjectChange>()
+        let tokens = [
+            try store.observeObject("Dog", primaryKey: .int(10), keyPaths: ["owners.name"]) { owners.add($0) },
+            try store.observeObject("Person", primaryKey: .int(1), keyPaths: ["addresses.city"]) { cities.add($0) },
+        ]
+        defer { tokens.forEach { $0.invalidate() } }
+        try store.write { try store.create("Person", ["id": .int(1), "name": .string("Anna")], update: .modified) }
+        try store.deliverNotifications()
+        XCTAssertEqual(owners.take().map(\.changedProperties), [["owners"]], "an owner's name is watched through the backlink")
+        XCTAssertEqual(cities.take(), [])
+        try store.write { try store.create("Person", ["id": .int(2), "name": .string("Bob"), "dogs": .list([.int(10)])]) }
+        try store.deliverNotifications()
+        XCTAssertEqual(owners.take().map(\.changedProperties), [["owners"]], "a new owner")
+    }
 }

@@ -202,11 +202,20 @@ final class ModificationFinder {
                     var watched = sub
                     if case .properties(var props) = sub { props[originName] = .some(nil); watched = .properties(props) }
                     let changed = try modifiedRows(targetName, watched, depth: depth + 1)
-                    rows.formUnion(try targets(target, origin, of: changed))
+                    rows.formUnion(try targets(target, origin, of: changed.union(createdRows(target))))
                 }
             }
         }
         memo[className, default: [:]][tree] = rows
+        return rows
+    }
+
+    /// The row keys of the objects of a class created in the range (that still exist).
+    func createdRows(_ info: ClassInfo) throws -> Set<Int64> {
+        var rows = Set<Int64>()
+        for ref in index.classes[info.name]?.created ?? [] {
+            if let key = try rowKey(info, ref) { rows.insert(key) }
+        }
         return rows
     }
 

@@ -165,7 +165,7 @@ final class ObjectObserver: Observer {
             } else if p.type == .linkingObjects, let origin = p.linkOriginProperty.flatMap({ target.schema[property: $0] }) {
                 var watched = sub
                 if case .properties(var props) = sub { props[origin.name] = .some(nil); watched = .properties(props) }
-                let changed = try finder.modifiedRows(targetName, watched)
+                let changed = try finder.modifiedRows(targetName, watched).union(finder.createdRows(target))
                 if try finder.targets(target, origin, of: changed).contains(rowKey) { names.insert(p.name) }
             }
         }
