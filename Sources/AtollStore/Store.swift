@@ -334,6 +334,8 @@ public final class Store: @unchecked Sendable {
             write = nil
             writeCount += 1
             try conn.statement("ROLLBACK").run()
+            // Deliveries skipped during the transaction are due now (a commit would signal).
+            notifier?.signal()
         }
     }
 

@@ -174,7 +174,7 @@ final class ConcurrencyTests: XCTestCase {
             for k in 0..<perThread {
                 let id = Int64(t * 1000 + k)
                 do {
-                    try store.withLock {
+                    _ = try store.withLock {
                         try store.write {
                             try store.create("Item", ["id": .int(id), "writer": .string("t\(t)"), "n": .int(Int64(k))])
                         }
@@ -215,7 +215,7 @@ final class ConcurrencyTests: XCTestCase {
             let store = t % 2 == 0 ? a : b
             for k in 0..<50 {
                 do {
-                    try store.withLock {
+                    _ = try store.withLock {
                         try store.write { try store.create("Item", ["id": .int(Int64(t * 1000 + k)), "n": .int(Int64(k))]) }
                     }
                 } catch {

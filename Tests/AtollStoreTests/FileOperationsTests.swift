@@ -427,7 +427,7 @@ final class FileOperationsTests: XCTestCase {
     private func holdOpenInChild(_ role: String, _ path: String) throws {
         let store = try Store(Configuration(path: path, readOnly: role == "reader"))
         XCTAssertGreaterThanOrEqual(try store.objects("Item").count(), 0)
-        FileManager.default.createFile(atPath: path + ".ready", contents: nil)
+        _ = FileManager.default.createFile(atPath: path + ".ready", contents: nil)
         let deadline = Date().addingTimeInterval(60)
         while !exists(path + ".release"), Date() < deadline { usleep(5000) }
         store.close()
@@ -454,7 +454,7 @@ final class FileOperationsTests: XCTestCase {
             XCTAssertEqual(yes.calls.count, 1)
             XCTAssertEqual(try usage(path).total, before.total, "\(role): not compacted while the child has it open")
 
-            FileManager.default.createFile(atPath: path + ".release", contents: nil)
+            _ = FileManager.default.createFile(atPath: path + ".release", contents: nil)
             let (passed, output) = child.finish()
             XCTAssertTrue(passed, output)
             XCTAssertTrue(try Store.deleteFiles(Configuration(path: path)), role)

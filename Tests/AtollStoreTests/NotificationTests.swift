@@ -587,4 +587,40 @@ final class NotificationTests: XCTestCase {
         try store.deliverNotifications()
         XCTAssertEqual(owners.take().map(\.changedProperties), [["owners"]], "a new owner")
     }
+
+    func testAnObjectDeletedAndCreatedAgainInOneTransaction() throws {
+        let store = try hostStore()
+        try people(store, 1...2)
+        let object = Inbox<ObjectChange>(), results = Inbox<ResultsChange>()
+        let tokens = [try store.observeObject("Person", primaryKey: .int(1)) { object.add($0) },
+                      try store.objects("Person").observe { results.add($0) }]
+        defer { tokens.forEach { $0.invalidate() } }
+        try store.deliverNotifications()
+        _ = results.take()
+        try store.write {
+            try store.delete("Person", primaryKey: .int(1))
+            try store.create("Person", ["id": .int(1), "name": .string("again")])
+        }
+        try store.deliverNotifications()
+        XCTAssertEqual(object.take().map(\.deleted), [true], "the object observed is gone")
+        XCTAssertEqual(results.take().map(\.modifiedKeys), [[.int(1)]], "the results hold one with its key")
+    }
+
+    func testCancellingAWriteDeliversWhatArrivedDuringIt() throws {
+        let path = temporaryRealmPath()
+        let store = try hostStore(path)
+        let writer = try open(path, nil)
+        let inbox = Inbox<RealmChange>()
+        let token = try store.observe { inbox.add($0) }
+        defer { token.invalidate() }
+        try people(writer, 1...1)
+        try store.beginWrite()
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take(), [], "nothing is delivered inside a write transaction")
+        try store.cancelWrite()
+        var descriptor = pollfd(fd: try store.notificationDescriptor(), events: Int16(POLLIN), revents: 0)
+        XCTAssertEqual(poll(&descriptor, 1, 20_000), 1, "the descriptor is readable")
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take().map(\.version), [1])
+    }
 }

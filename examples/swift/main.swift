@@ -1,4 +1,4 @@
-// The Swift quick start: a realm file, a schema, a write transaction, a query.
+// The Swift quick start: a realm file, a schema, a write transaction, a query, live results.
 // Run: swift run atoll-swift-example [path]
 import AtollStore
 import Foundation
@@ -40,6 +40,23 @@ do {
     }
     if let rex = try realm.object("Dog", primaryKey: .int(1)) {
         print("Rex's tags: \(rex["tags"] ?? .null)")
+    }
+
+    // Live results: another handle's commits arrive on the notifier thread as change sets.
+    let changes = older.changes()
+    let writer = try Store(Configuration(path: path))
+    defer { writer.close() }
+    for try await change in changes {
+        if change.initial {
+            print("observing \(change.count) dogs; another handle makes Dog 2 older and deletes Dog 5")
+            try writer.write {
+                try writer.create("Dog", ["_id": .int(2), "age": .int(12)], update: .modified)
+                try writer.delete("Dog", primaryKey: .int(5))
+            }
+        } else {
+            print("  inserted \(change.insertedKeys) at \(change.insertions), deleted \(change.deletedKeys), modified \(change.modifiedKeys), moves \(change.moves.map { "\($0.from)->\($0.to)" })")
+            break
+        }
     }
 } catch let error as AtollError {
     print("error \(error.code): \(error.message)")

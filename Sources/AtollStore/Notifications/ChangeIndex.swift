@@ -89,6 +89,7 @@ final class ChangeIndex {
         /// Every path changed on each object (an empty path: the object was created).
         var touched: [Value: [[PathElement]]] = [:]
         var created: Set<Value> = []
+        /// Erased in the range (and maybe created again after).
         var erased: Set<Value> = []
     }
 
@@ -113,8 +114,9 @@ final class ChangeIndex {
                 var c = classes[ins.className, default: ClassChanges()]
                 switch ins.op {
                 case .create:
+                    // An object erased and created again stays in `erased`: observers of the
+                    // old one see it deleted, results see the new one as modified.
                     c.created.insert(ins.primaryKey)
-                    c.erased.remove(ins.primaryKey)
                     c.touched[ins.primaryKey, default: []].append([])
                 case .erase:
                     c.erased.insert(ins.primaryKey)
@@ -125,7 +127,7 @@ final class ChangeIndex {
                 classes[ins.className] = c
             }
         }
-        for ins in effects where classes[ins.className]?.erased.contains(ins.primaryKey) != true {
+        for ins in effects {
             classes[ins.className, default: ClassChanges()].touched[ins.primaryKey, default: []].append(ins.path)
         }
     }
@@ -183,8 +185,9 @@ final class ModificationFinder {
         var rows = Set<Int64>()
         let schema = store.schema
         if let changes = index.classes[className] {
-            for (ref, paths) in changes.touched where !changes.created.contains(ref) {
-                guard paths.contains(where: { !$0.isEmpty && tree.matches($0[...], info.schema, schema) }) else { continue }
+            for (ref, paths) in changes.touched where !changes.created.contains(ref) || changes.erased.contains(ref) {
+                let recreated = changes.created.contains(ref)
+                guard recreated || paths.contains(where: { !$0.isEmpty && tree.matches($0[...], info.schema, schema) }) else { continue }
                 if let key = try rowKey(info, ref) { rows.insert(key) }
             }
         }
