@@ -623,4 +623,85 @@ final class NotificationTests: XCTestCase {
         try store.deliverNotifications()
         XCTAssertEqual(inbox.take().map(\.version), [1])
     }
+
+    /// Random writes against several queries (some brought up to date incrementally, some run
+    /// again): each change, applied to the old results, gives the new results, and its keys
+    /// are exactly the objects that left and entered.
+    func testRandomWritesGiveChangesThatRebuildTheResults() throws {
+        let store = try hostStore()
+        var rng = SeededGenerator(seed: 20261129)
+        let queries = ["TRUEPREDICATE", "age > 50", "name BEGINSWITH 'a'", "age < 30 SORT(name ASC)",
+                       "dog.age > 5", "ANY dogs.age < 3", "age > 20 DISTINCT(name)", "age >= 0 SORT(age DESC) LIMIT(7)",
+                       "addresses.city == 'Oslo'"]
+        final class Tracker: @unchecked Sendable {
+            var changes: [ResultsChange] = []
+        }
+        var trackers = [(Results, Tracker, [Int64])]()
+        var tokens = [NotificationToken]()
+        defer { tokens.forEach { $0.invalidate() } }
+        for q in queries {
+            let results = try store.objects("Person", where: q)
+            let tracker = Tracker()
+            tokens.append(try results.observe { tracker.changes.append($0) })
+            trackers.append((results, tracker, []))
+        }
+        try store.write {
+            for d in 1...7 as ClosedRange<Int64> { try store.create("Dog", ["id": .int(d), "age": .int(d)]) }
+        }
+        try store.deliverNotifications()
+        for round in 0..<60 {
+            try store.write {
+                for _ in 0..<Int.random(in: 1...6, using: &rng) {
+                    let id = Int64.random(in: 1...40, using: &rng)
+                    let dog = Value.int(id % 7 + 1)
+                    switch Int.random(in: 0..<5, using: &rng) {
+                    case 0: try? store.delete("Person", primaryKey: .int(id))
+                    case 1:
+                        try store.create("Dog", ["id": dog, "age": .int(Int64.random(in: 0...10, using: &rng))], update: .modified)
+                    case 2:
+                        // Links to the dog become null, lists drop it; the dog comes back.
+                        try store.delete("Dog", primaryKey: dog)
+                        try store.create("Dog", ["id": dog, "age": .int(Int64.random(in: 0...10, using: &rng))])
+                    default:
+                        let name = ["ann", "bob", "al", "cy"][Int.random(in: 0..<4, using: &rng)]
+                        try store.create("Person", ["id": .int(id), "name": .string(name),
+                                                    "age": .int(Int64.random(in: 0...100, using: &rng)),
+                                                    "dog": Bool.random(using: &rng) ? .int(id % 7 + 1) : .null,
+                                                    "dogs": .list([.int(id % 5 + 1)]),
+                                                    "addresses": .list([.object(["city": .string(Bool.random(using: &rng) ? "Oslo" : "Rome")])])],
+                                         update: .modified)
+                    }
+                }
+            }
+            try store.deliverNotifications()
+            for i in trackers.indices {
+                let (results, tracker, old) = trackers[i]
+                let now = try results.keys().map(\.rawValue)
+                var rebuilt = old
+                for change in tracker.changes where !change.initial {
+                    for d in change.deletions.reversed() { rebuilt.remove(at: d) }
+                    for j in change.insertions { rebuilt.insert(now[j], at: j) }
+                    XCTAssertEqual(Set(change.deletedKeys.compactMap(\.intValue)), Set(old).subtracting(now), "\(queries[i]) round \(round)")
+                    XCTAssertEqual(Set(change.insertedKeys.compactMap(\.intValue)), Set(now).subtracting(old), "\(queries[i]) round \(round)")
+                    XCTAssertEqual(change.count, now.count)
+                }
+                XCTAssertEqual(rebuilt, now, "\(queries[i]) round \(round)")
+                tracker.changes = []
+                trackers[i].2 = now
+            }
+        }
+    }
+}
+
+/// A small deterministic random generator (SplitMix64), so that a failing run can be repeated.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }

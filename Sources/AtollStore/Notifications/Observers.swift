@@ -47,6 +47,71 @@ final class ResultsObserver: Observer {
     private var keys: [Int64] = []
     /// The objects' primary keys, when they are not the row keys.
     private var references: [Value]?
+    /// Whether the keys are brought up to date from the changed objects alone
+    /// (`Results.updatesIncrementally`) instead of running the query again.
+    private lazy var incremental = results.updatesIncrementally
+
+    /// The results now, from the keys they had and the objects of their class that changed:
+    /// erased objects leave, changed and created ones are tested against the query alone and
+    /// leave or enter in row-key order.
+    private func updated(_ store: Store, _ finder: ModificationFinder) throws -> ([Int64], [Value]?) {
+        guard let changes = finder.index.classes[results.className] else { return (keys, references) }
+        let info = results.info
+        var candidates = Set<Int64>()
+        for ref in changes.touched.keys {
+            if let key = try finder.rowKey(info, ref) { candidates.insert(key) }
+        }
+        let matching = try results.matching(among: candidates)
+        var leaving = candidates.subtracting(matching)
+        if !changes.erased.isEmpty {
+            for (i, key) in keys.enumerated() where changes.erased.contains(references?[i] ?? .int(key)) { leaving.insert(key) }
+        }
+        var newKeys = keys, newReferences = references
+        if !leaving.isEmpty {
+            var kept = [Int64](), keptReferences = [Value]()
+            kept.reserveCapacity(keys.count)
+            // An object erased and created again with the same key leaves and enters again.
+            for (i, key) in keys.enumerated() where !leaving.contains(key) {
+                kept.append(key)
+                if let references { keptReferences.append(references[i]) }
+            }
+            newKeys = kept
+            newReferences = references == nil ? nil : keptReferences
+        }
+        let entering = matching.filter { ResultsObserver.position(of: $0, in: newKeys) == nil }.sorted()
+        guard !entering.isEmpty else { return (newKeys, newReferences) }
+        // Merge the entering keys into the kept ones (both ascending).
+        var merged = [Int64](), mergedReferences = [Value]()
+        merged.reserveCapacity(newKeys.count + entering.count)
+        var i = 0
+        for key in entering {
+            while i < newKeys.count, newKeys[i] < key {
+                merged.append(newKeys[i])
+                if let newReferences { mergedReferences.append(newReferences[i]) }
+                i += 1
+            }
+            merged.append(key)
+            if newReferences != nil { mergedReferences.append(try store.reference(info, key, finder.conn)) }
+        }
+        merged += newKeys[i...]
+        if let newReferences { mergedReferences += newReferences[i...] }
+        return (merged, newReferences == nil ? nil : mergedReferences)
+    }
+
+    /// Where `key` is or would go in ascending `keys`.
+    static func insertionPoint(of key: Int64, in keys: [Int64]) -> Int {
+        var lo = 0, hi = keys.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if keys[mid] < key { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+
+    static func position(of key: Int64, in keys: [Int64]) -> Int? {
+        let at = insertionPoint(of: key, in: keys)
+        return at < keys.count && keys[at] == key ? at : nil
+    }
 
     init(token: NotificationToken, results: Results, tree: KeyPathTree, dependencies: Set<String>,
          callback: @escaping @Sendable (ResultsChange) -> Void) {
@@ -69,7 +134,8 @@ final class ResultsObserver: Observer {
         let index = finder.index
         guard index.incomplete || dependencies.contains(where: index.touches) else { return nil }
         let old = keys, oldReferences = references
-        let (new, newReferences) = try results.keysAndReferences()
+        let (new, newReferences) = try index.incomplete || !incremental
+            ? results.keysAndReferences() : updated(store, finder)
         let diff = ListDiff(old: old, new: new)
         let modified = index.incomplete ? Set(new) : try finder.modifiedRows(results.className, tree)
         var change = ResultsChange(initial: false)
@@ -80,7 +146,8 @@ final class ResultsObserver: Observer {
         if !modified.isEmpty {
             if modified.count <= 64 {
                 for key in modified {
-                    if let i = new.firstIndex(of: key), !added.contains(i) { change.modifications.append(i) }
+                    let found = incremental ? ResultsObserver.position(of: key, in: new) : new.firstIndex(of: key)
+                    if let i = found, !added.contains(i) { change.modifications.append(i) }
                 }
                 change.modifications.sort()
             } else {

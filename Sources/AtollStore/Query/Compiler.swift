@@ -9,6 +9,9 @@ struct CompiledQuery {
     /// A LIMIT that applies last.
     var limit: Int?
     var parameters: [SQLValue]
+    /// Whether whether an object matches depends on that object alone (no DISTINCT or LIMIT,
+    /// which weigh it against the others).
+    var rowLocal = false
 }
 
 /// A value a key path leads to: its SQL expression, the expression of its type tag for mixed
@@ -114,8 +117,9 @@ final class QueryCompiler {
                 limit = l
             }
         }
+        let rowLocal = query.descriptors.allSatisfy { if case .sort = $0 { return true } else { return false } }
         return CompiledQuery(from: from(scope), condition: condition, orderBy: orderTerms(order), limit: limit,
-                             parameters: parameters)
+                             parameters: parameters, rowLocal: rowLocal)
     }
 
     private func from(_ scope: Scope) -> String {

@@ -80,6 +80,33 @@ public final class Results: @unchecked Sendable {
 
     private var inRowKeyOrder: Bool { compiled.orderBy == "t.\(info.rowKey)" }
 
+    /// Whether the results can be brought up to date from the objects that changed alone
+    /// (see `matching(among:)`): in row-key order, each object matching on its own, and the
+    /// query reading no other class's table but embedded ones (changes of embedded objects are
+    /// changes of their owner), so that only changes of its own objects change them.
+    var updatesIncrementally: Bool {
+        guard compiled.rowLocal, inRowKeyOrder, compiled.limit == nil else { return false }
+        let sql = compiled.from + " " + compiled.condition
+        return !store.schema.classes.contains { other in
+            other.name != className && !other.isEmbedded && (sql.contains(quote(other.name)) || sql.contains("\"\(other.name)."))
+        }
+    }
+
+    /// Which of the given objects match now.
+    func matching(among keys: Set<Int64>) throws -> Set<Int64> {
+        guard !keys.isEmpty else { return [] }
+        return try store.locked { conn in
+            let n = compiled.parameters.count
+            let s = try conn.statement("SELECT t.\(info.rowKey) \(compiled.from) WHERE (\(compiled.condition)) AND t.\(info.rowKey) IN (SELECT value FROM json_each(?\(n + 1)))")
+            s.bind(compiled.parameters)
+            s.bind(Int32(n + 1), "[" + keys.map(String.init).joined(separator: ",") + "]")
+            var found = Set<Int64>()
+            while try s.step() { found.insert(s.int64(0)) }
+            s.reset()
+            return found
+        }
+    }
+
     /// Deletes every matching object (as `Store.delete` would).
     /// - Returns: how many were deleted.
     @discardableResult
