@@ -743,7 +743,8 @@ int atoll_realm_notification_fd(atoll_realm_t *realm);
  * Refreshes the realm and calls, on this thread, the callbacks of every due notification
  * (for "host" delivery; with "thread" the notifier thread does this). Inside a write
  * transaction it delivers nothing (the commit makes the notifications due again).
- * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_CLOSED.
+ * @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT (NULL, or a realm opened with
+ *   "thread" delivery), ATOLL_ERR_CLOSED.
  */
 bool atoll_realm_deliver_notifications(atoll_realm_t *realm);
 

@@ -106,6 +106,10 @@ extension Store {
         writeCount += 1
         rowCountStamp = -1
         guard !configuration.inMemory else { return }
+        // Without waiting: a reader's snapshot (another handle's, kept until it refreshes)
+        // would hold the checkpoint back for as long as it lives.
+        sqlite3_busy_handler(conn.db, nil, nil)
+        defer { installBusyHandler(conn) }
         do {
             try conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         } catch let error as AtollError where error.code == .busy {

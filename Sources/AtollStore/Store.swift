@@ -80,7 +80,7 @@ public final class Store: @unchecked Sendable {
     var classes: [String: ClassInfo] = [:]
     /// Set while a write transaction is open.
     var write: WriteState?
-    private var busy: BusyBox?
+    var busy: BusyBox?
     /// Row counts per class, valid while `dataStamp` is unchanged (used by the query planner).
     var rowCounts: [String: Int] = [:]
     var rowCountStamp: Int64 = -1
@@ -103,6 +103,9 @@ public final class Store: @unchecked Sendable {
     var holdsSnapshot = false
     /// The change-log version the held snapshot sees (nil while none is held).
     var snapshotVersion: UInt64?
+    /// The size the WAL file is truncated to when SQLite resets it (64 MB).
+    static let walSizeLimit = 64 << 20
+
     /// The version reads saw at the last refresh or commit.
     var viewVersion: UInt64 = 0
     /// The store's notifier, once something observes it (Notifications/Notifier.swift).
@@ -143,12 +146,15 @@ public final class Store: @unchecked Sendable {
         connection = conn
         do {
             busy = BusyBox(timeout: configuration.writeTimeoutMilliseconds)
-            sqlite3_busy_handler(conn.db, busyHandler, Unmanaged.passUnretained(busy!).toOpaque())
+            installBusyHandler(conn)
             if !configuration.inMemory {
                 if !configuration.readOnly {
                     try conn.execute("PRAGMA journal_mode=WAL")
                 }
                 try conn.execute("PRAGMA synchronous=NORMAL")
+                // A handle that holds an old snapshot keeps the WAL from being reset, so it grows
+                // while others commit; once released, the next reset truncates it to this size.
+                try conn.execute("PRAGMA journal_size_limit=\(Store.walSizeLimit)")
                 let mode = try conn.statement("PRAGMA journal_mode")
                 holdsSnapshot = try mode.step() && mode.string(0).lowercased() == "wal"
                 mode.reset()
@@ -156,6 +162,8 @@ public final class Store: @unchecked Sendable {
             try registerQueryFunctions(conn)
             try openSchema()
             try compactOnLaunch(conn, alone: alone)
+            // Reads see the data as of the open until the first refresh.
+            if holdsSnapshot { try beginSnapshot(conn) }
         } catch {
             conn.close()
             connection = nil
@@ -165,6 +173,12 @@ public final class Store: @unchecked Sendable {
     }
 
     deinit { close() }
+
+    /// Makes the connection wait for other connections' locks (up to the write timeout).
+    func installBusyHandler(_ conn: Connection) {
+        guard let busy else { return }
+        sqlite3_busy_handler(conn.db, busyHandler, Unmanaged.passUnretained(busy).toOpaque())
+    }
 
     /// Closes the store. An open write transaction is cancelled. Later calls fail with `.closed`.
     public func close() {
@@ -303,6 +317,8 @@ public final class Store: @unchecked Sendable {
                 writeCount += 1
                 rowCountStamp = -1
                 if state.recorder.total > 0 { viewVersion = state.version }
+                // Reads see the data as of this commit until the next refresh.
+                if holdsSnapshot { try? beginSnapshot(conn) }
             } catch {
                 try? conn.execute("ROLLBACK")
                 write = nil
@@ -334,6 +350,7 @@ public final class Store: @unchecked Sendable {
             write = nil
             writeCount += 1
             try conn.statement("ROLLBACK").run()
+            if holdsSnapshot { try? beginSnapshot(conn) }
             // Deliveries skipped during the transaction are due now (a commit would signal).
             notifier?.signal()
         }

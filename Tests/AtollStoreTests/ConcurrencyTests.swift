@@ -56,6 +56,7 @@ final class ConcurrencyTests: XCTestCase {
         try store.commit()
         let (writerPassed, writerOutput) = writer.finish()
         XCTAssertTrue(writerPassed, writerOutput)
+        try store.refresh()
 
         // The child's commit came after the parent's: the next version, with the parent's data seen.
         XCTAssertEqual(try store.intKeys("Item"), [1, 2, 3])
@@ -112,6 +113,7 @@ final class ConcurrencyTests: XCTestCase {
         events.add("first: committing")
         try first.commit()
         wait(for: [done], timeout: 30)
+        try first.refresh()
 
         XCTAssertEqual(events.all, ["second: beginWrite called", "first: committing", "second: began", "second: sees 1",
                                     "second: committed"])
@@ -131,6 +133,7 @@ final class ConcurrencyTests: XCTestCase {
         try holder.commit()
 
         try impatient.write { try impatient.create("Item", ["id": .int(2)]) }
+        try holder.refresh()
         XCTAssertEqual(try holder.intKeys("Item"), [1, 2])
         XCTAssertEqual(try impatient.version(), 2)
     }
@@ -143,6 +146,8 @@ final class ConcurrencyTests: XCTestCase {
         assertAtollError(try other.beginWrite(), .busy)
         try holder.cancelWrite()
         try other.write { try other.create("Item", ["id": .int(1)]) }
+        XCTAssertEqual(try holder.intKeys("Item"), [], "the holder reads as of its cancel until it refreshes")
+        try holder.refresh()
         XCTAssertEqual(try holder.intKeys("Item"), [1])
     }
 
@@ -224,6 +229,8 @@ final class ConcurrencyTests: XCTestCase {
             }
         }
         XCTAssertEqual(failures.all, [])
+        try a.refresh()
+        try b.refresh()
         XCTAssertEqual(try a.objects("Item").count(), 200)
         XCTAssertEqual(try b.objects("Item").count(), 200)
         XCTAssertEqual(try a.changes(after: 0).map(\.version), (1...200).map { UInt64($0) })
@@ -234,6 +241,8 @@ final class ConcurrencyTests: XCTestCase {
         let writer = try open(path, Self.schema)
         let reader = try open(path, nil)
         try writer.write { try writer.createMany("Item", (0..<100).map { ["id": .int(Int64($0))] }) }
+        XCTAssertEqual(try reader.objects("Item").count(), 0, "the reader reads as of its open")
+        try reader.refresh()
         try writer.beginWrite()
         try writer.createMany("Item", (100..<200).map { ["id": .int(Int64($0))] })
         let counts = Events()

@@ -259,8 +259,11 @@ final class FileOperationsTests: XCTestCase {
         try Self.fill(store, count: 500)
         try store.write { try store.objects("Item", where: "id >= 10").deleteAll() }
         try store.compact()
+        XCTAssertEqual(try other.intKeys("Item"), [], "the other handle reads as of its open")
+        try other.refresh()
         XCTAssertEqual(try other.intKeys("Item"), Array(0..<10))
         try other.write { try other.create("Item", ["id": .int(100), "name": .string("other")]) }
+        try store.refresh()
         XCTAssertEqual(try store.objects("Item").count(), 11)
     }
 
@@ -488,6 +491,7 @@ final class FileOperationsTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(seen.last ?? 0, 100, "the reader sees the writer's commits")
         let expected = (0..<100).map(Int64.init) + (1000..<1100).map(Int64.init)
         XCTAssertEqual(try reader.intKeys("Item"), expected)
+        try writer.refresh()
         XCTAssertEqual(try writer.intKeys("Item"), expected)
         XCTAssertEqual(try reader.version(), 20, "one version per commit of either process")
         assertAtollError(try reader.beginWrite(), .readOnly)
@@ -509,6 +513,8 @@ final class FileOperationsTests: XCTestCase {
         thread.start()
         for batch in 0..<10 { try Self.fill(a, from: batch * 10, count: 10) }
         wait(for: [done], timeout: 60)
+        try a.refresh()
+        try b.refresh()
         XCTAssertEqual(try a.objects("Item").count(), 200)
         XCTAssertEqual(try b.objects("Item").count(), 200)
         XCTAssertEqual(try a.version(), 20)

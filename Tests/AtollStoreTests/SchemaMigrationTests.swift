@@ -348,6 +348,8 @@ final class SchemaMigrationTests: XCTestCase {
         let writer = try open(path, v1)
         let reader = try open(path, nil, readOnly: true)
         try writer.write { try writer.create("Person", ["id": .int(3), "name": .string("Cy")]) }
+        XCTAssertEqual(try reader.intKeys("Person"), [1, 2], "as of its open")
+        try reader.refresh()
         XCTAssertEqual(try reader.intKeys("Person"), [1, 2, 3])
     }
 

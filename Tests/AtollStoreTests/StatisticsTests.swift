@@ -47,6 +47,7 @@ final class StatisticsTests: XCTestCase {
         let reader = try open(path, Self.schema)
         let writer = try open(path, Self.schema)
         try writer.write { try writer.create("Item", ["id": .int(1)]) }
+        try reader.refresh()
         let (before, inside) = try reader.readSnapshot {
             let before = try reader.objects("Item").count()
             try writer.write { try writer.create("Item", ["id": .int(2)]) }

@@ -330,6 +330,9 @@ final class FileWatcher: @unchecked Sendable {
                                   UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE))
         }
         var lastVersion = db.flatMap { latest($0) } ?? 0
+        // A commit of another process may have come between an observer's registration and
+        // that first read: let the notifiers look.
+        NotifierRegistry.shared.signal(path)
         var buffer = [UInt8](repeating: 0, count: 4096)
         var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)]

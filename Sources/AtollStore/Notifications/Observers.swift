@@ -51,6 +51,14 @@ final class ResultsObserver: Observer {
     /// (`Results.updatesIncrementally`) instead of running the query again.
     private lazy var incremental = results.updatesIncrementally
 
+    /// Whether so few objects of the class changed that testing them beats running the query:
+    /// a query over many keys costs about as much per key as a scan per row, and a selective
+    /// query (few results) may well use an index.
+    private func fewChanged(_ finder: ModificationFinder) -> Bool {
+        let changed = finder.index.classes[results.className]?.touched.count ?? 0
+        return changed <= max(64, keys.count / 8)
+    }
+
     /// The results now, from the keys they had and the objects of their class that changed:
     /// erased objects leave, changed and created ones are tested against the query alone and
     /// leave or enter in row-key order.
@@ -134,7 +142,7 @@ final class ResultsObserver: Observer {
         let index = finder.index
         guard index.incomplete || dependencies.contains(where: index.touches) else { return nil }
         let old = keys, oldReferences = references
-        let (new, newReferences) = try index.incomplete || !incremental
+        let (new, newReferences) = try index.incomplete || !incremental || !fewChanged(finder)
             ? results.keysAndReferences() : updated(store, finder)
         let diff = ListDiff(old: old, new: new)
         let modified = index.incomplete ? Set(new) : try finder.modifiedRows(results.className, tree)

@@ -134,12 +134,22 @@ extension Store {
         }
     }
 
-    /// Refreshes the store and calls the callbacks of every due notification on this thread.
-    /// Does nothing inside a write transaction (its commit makes the notifications due again).
-    /// - Throws: `.closed`.
+    /// Refreshes the store and calls the callbacks of every due notification on this thread
+    /// (`.host` delivery). Does nothing inside a write transaction (its commit makes the
+    /// notifications due again).
+    /// - Throws: `.closed`, `.invalidArgument` when the store delivers on its own thread.
     public func deliverNotifications() throws {
-        let n: Notifier? = try locked { _ in notifier }
-        if let n, !n.deliver() { throw AtollError(.closed, "the realm is closed") }
+        let n: Notifier? = try locked { _ in
+            guard configuration.notificationDelivery == .host else {
+                throw AtollError(.invalidArgument, "the realm delivers notifications on its own thread (\"notifications\": \"thread\"); open it with \"host\" to deliver them yourself")
+            }
+            return notifier
+        }
+        guard let n else {
+            try refresh()
+            return
+        }
+        if !n.deliver() { throw AtollError(.closed, "the realm is closed") }
     }
 
     /// Runs one delivery's evaluation: refreshes the snapshot and passes the version it sees.
