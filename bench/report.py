@@ -7,6 +7,10 @@ OUTDIR holds, for each contender C and run R (1-based), `C.R.out` (its stdout: "
 "check <name> <value>", "skip <reason>", "#" comments) and `C.R.rc` (its exit status). Prints the
 table of medians with throughput ratios and targets, the details, the spread of the runs and
 whether the contenders' check values agree. Exits 1 when a contender failed or checks disagree.
+
+The notification benchmark (`notify.R.out`, bench/notify.c) has its own table: percentiles of
+latencies ("<name>_p50 <seconds>"..., "samples <name> <n>") with their targets, and the file and
+change-log sizes of its long write workload ("growth <commits> <file> <wal> <log entries>").
 """
 
 import os
@@ -73,6 +77,159 @@ DETAILS = [
     ("cabi", "W5_read", "C ABI W5: of which range queries + atoll_results_json", None),
     ("cabi", "W5_json", "C ABI W5: of which host-side JSON scan/format", None),
 ]
+
+
+# The notification benchmark (bench/notify.c): (figure, what, {percentile: target seconds}).
+NOTIFY_KEY = "notify"
+NOTIFY_FIGURES = [
+    ("L_thread", "commit -> callback, other handle, same process (thread delivery)", {"p50": 0.001, "p99": 0.005}),
+    ("L_process", "commit in another process -> callback (thread delivery)", {"p50": 0.010}),
+    ("DIFF", "diff of {diff_n} results, 10 changed: delivery start -> callback", {"p50": 0.020}),
+    ("DIFF_call", "  the same, the whole atoll_realm_deliver_notifications call", {}),
+    ("DIFF_sorted", "  the same results sorted by name (string sort)", {}),
+    ("OBS", "{observers} results observers, one commit -> all callbacks ran", {"p50": 0.050}),
+    ("OBS_sorted", "  the same queries sorted by age", {}),
+    ("G_commit", "one small commit during the growth workload (observer attached)", {}),
+]
+NOTIFY_PERCENTILES = ["p50", "p90", "p99", "max"]
+# The growth workload is "flat" when the change log stays bounded (pruned every 64 commits to the
+# newest 64, plus what a lagging observer holds) and the database file does not grow over its
+# second half. The -wal file is shown beside it: SQLite reuses it from the start after a
+# checkpoint, but never shrinks it (its size is the high-water mark), and it grows while a
+# handle's snapshot is older than the frames a checkpoint would need to pass.
+GROWTH_MAX_LOG = 256
+GROWTH_MAX_SECOND_HALF = 1.25
+
+
+def parse_notify(path):
+    """The notify program's output: figures, sample counts, growth points, comments."""
+    figures, counts, growth, comments = {}, {}, [], []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("#"):
+                comments.append(line[1:].strip())
+                continue
+            parts = line.split()
+            try:
+                if len(parts) == 2:
+                    figures[parts[0]] = float(parts[1])
+                elif len(parts) == 3 and parts[0] == "samples":
+                    counts[parts[1]] = int(parts[2])
+                elif len(parts) == 5 and parts[0] == "growth":
+                    growth.append(tuple(int(x) for x in parts[1:]))
+            except ValueError:
+                pass
+    return figures, counts, growth, comments
+
+
+def fmt_bytes(b):
+    if b >= 1 << 20:
+        return f"{b / (1 << 20):.1f} MiB"
+    if b >= 1 << 10:
+        return f"{b / (1 << 10):.0f} KiB"
+    return f"{b} B"
+
+
+def notifications(outdir, runs):
+    """Prints the Notifications section; returns (status, whether it failed)."""
+    figures, counts, growths, comments, fails = {}, {}, [], None, []
+    for r in range(1, runs + 1):
+        out = os.path.join(outdir, f"{NOTIFY_KEY}.{r}.out")
+        if not os.path.exists(out):
+            continue
+        rc_path = os.path.join(outdir, f"{NOTIFY_KEY}.{r}.rc")
+        rc = int(open(rc_path).read().strip() or "1") if os.path.exists(rc_path) else 1
+        if rc != 0:
+            fails.append(f"run {r} exit {rc}")
+            continue
+        f, c, g, com = parse_notify(out)
+        for name, v in f.items():
+            figures.setdefault(name, []).append(v)
+        for name, v in c.items():
+            counts.setdefault(name, []).append(v)
+        if g:
+            growths.append(g)
+        if comments is None:
+            comments = com
+    if not figures and not fails:
+        return "not run", False
+    print()
+    if not figures:
+        print("Notifications: no successful run (" + ", ".join(fails) + ").")
+        return "FAILED (" + ", ".join(fails) + ")", True
+    done = len(growths) or len(figures.get("L_thread_p50", []))
+    print(f"Notifications (bench/notify.c, C ABI): each cell the median over {done} run(s) of that"
+          " percentile of the run's samples.")
+    med = {name: statistics.median(v) for name, v in figures.items()}
+    diff_n = next((c.split()[1] for c in comments or [] if c.startswith("DIFF:") and "objects" in c), "100000")
+    observers = next((c.split()[1] for c in comments or [] if c.startswith("OBS:")), "1000")  # "OBS: 1000 ..."
+    try:
+        diff_n = f"{int(diff_n):,}"
+        observers = f"{int(observers):,}"
+    except ValueError:
+        pass
+    rows, misses = [], []
+    for name, what, targets in NOTIFY_FIGURES:
+        if not any(f"{name}_{p}" in med for p in NOTIFY_PERCENTILES) and name not in med:
+            continue
+        row = [what.format(diff_n=diff_n, observers=observers)]
+        if name in med:  # a single figure (G_commit)
+            row += [fmt_time(med[name]), "", "", ""]
+        else:
+            row += [fmt_time(med.get(f"{name}_{p}")) for p in NOTIFY_PERCENTILES]
+        n_samples = counts.get(name)
+        row.append(str(int(statistics.median(n_samples))) if n_samples else "")
+        verdicts = []
+        for p, goal in targets.items():
+            got = med.get(f"{name}_{p}")
+            if got is None:
+                continue
+            ok = got < goal
+            verdicts.append(f"{p} < {fmt_time(goal)} {'OK' if ok else 'MISS'}")
+            if not ok:
+                misses.append(f"{name} {p}: {fmt_time(got)}, target < {fmt_time(goal)}")
+        row.append(", ".join(verdicts))
+        rows.append(row)
+    print(table(rows, ["measure"] + NOTIFY_PERCENTILES + ["samples", "target"]))
+
+    if growths:
+        g = growths[0]
+        print()
+        print(f"Growth (run 1): {g[-1][0]:,} commits of one object each, an observer on another handle.")
+        print(table([[f"{c:,}", fmt_bytes(fb), fmt_bytes(wb), fmt_bytes(fb + wb), str(le)] for c, fb, wb, le in g],
+                    ["commits", "file", "wal", "file+wal", "log entries"]))
+        verdicts, wal_ratios = [], []
+        for run, points in enumerate(growths, 1):
+            max_log = max(p[3] for p in points)
+            mid = points[(len(points) - 1) // 2]
+            end = points[-1]
+            ratio = end[1] / max(1, mid[1])
+            wal_ratios.append(end[2] / max(1, mid[2]))
+            ok = max_log <= GROWTH_MAX_LOG and ratio <= GROWTH_MAX_SECOND_HALF
+            verdicts.append(ok)
+            if not ok:
+                misses.append(f"growth run {run}: at most {max_log} log entries (target <= {GROWTH_MAX_LOG}),"
+                              f" file x{ratio:.2f} over the second half (target <= {GROWTH_MAX_SECOND_HALF})")
+        print(f"Target: flat (log entries <= {GROWTH_MAX_LOG} at every point, file at the end <="
+              f" {GROWTH_MAX_SECOND_HALF}x the midpoint's): "
+              + ("OK" if all(verdicts) else "MISS") + f" ({sum(verdicts)} of {len(verdicts)} runs)."
+              + f" The wal at the end: x{statistics.median(wal_ratios):.2f} the midpoint's (median over runs;"
+              " not part of the target, see bench/README.md).")
+    print()
+    if misses:
+        print("Notification targets missed:")
+        for m in misses:
+            print("  - " + m)
+    else:
+        print("Notification targets missed: none (of those measured)")
+    if comments:
+        print("Notes (run 1):")
+        for c in comments:
+            print("  " + c)
+    if fails:
+        return "FAILED (" + ", ".join(fails) + ")", True
+    return "ok", False
 
 
 def reference(workload, contender):
@@ -171,6 +328,25 @@ def main():
 
     med = {k: {name: statistics.median(v) for name, v in samples[k].items()} for k in samples}
 
+    if all(status[k] == "not run" for k, _ in CONTENDERS):
+        print(f"Atoll benchmark: {runs} run(s), each in a fresh temp dir; no workload contender ran.")
+    else:
+        failed = main_tables(n, runs, samples, checks, status, headers, med) or failed
+
+    notify_status, notify_failed = notifications(outdir, runs)
+    failed = failed or notify_failed
+
+    print()
+    print("Contenders:")
+    for key, title in CONTENDERS:
+        print(f"  {title:<15} {status[key]}" + (f"  [{headers[key]}]" if key in headers else ""))
+    print(f"  {'notifications':<15} {notify_status}")
+    return 1 if failed else 0
+
+
+def main_tables(n, runs, samples, checks, status, headers, med):
+    """Prints the workload table, details, spread and checks; returns whether checks disagree."""
+    failed = False
     print(f"Atoll benchmark: N={n:,} objects, {runs} run(s) per contender, each in a fresh temp dir.")
     print("Cells: median wall time, then throughput relative to the reference (ref time / time;"
           " >1 is faster).")
@@ -254,11 +430,7 @@ def main():
         print("Checks: all contenders found the same counts, name lengths and final sum of ages ("
               + ", ".join(f"{name}={next(iter(checks['raw'].get(name, {'?'})))}" for name in names) + ").")
 
-    print()
-    print("Contenders:")
-    for key, title in CONTENDERS:
-        print(f"  {title:<15} {status[key]}" + (f"  [{headers[key]}]" if key in headers else ""))
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":

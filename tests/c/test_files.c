@@ -599,9 +599,21 @@ static void test_two_handles_one_file(void) {
     if (!CHECK(a && b && reader)) return;
     for (int i = 0; i < 5; i++) {
         CHECK(fill(a, i * 10, 10));
+        CHECK_INT(count_dogs(a, "_id >= 1000"), (size_t)i * 10);
         CHECK(fill(b, 1000 + i * 10, 10));
+        /* The reader's snapshot holds until it refreshes (its first one starts at its first read,
+         * or earlier: round 0 is not asserted). */
+        if (i > 0) {
+            CHECK_INT(count_dogs(reader, NULL), (size_t)i * 20);
+            CHECK_INT(version_of(reader), (uint64_t)i * 2);
+        }
+        CHECK(atoll_realm_refresh(reader));
         CHECK_INT(count_dogs(reader, NULL), (size_t)(i + 1) * 20);
     }
+    /* a last read before b's last commit: it sees b's 40 dogs until it refreshes. b began its
+     * last write after a's last commit: it sees all of a's. */
+    CHECK_INT(count_dogs(a, "_id >= 1000"), 40);
+    CHECK(atoll_realm_refresh(a));
     CHECK_INT(count_dogs(a, "_id >= 1000"), 50);
     CHECK_INT(count_dogs(b, "_id < 1000"), 50);
     CHECK_INT(version_of(reader), 10);
@@ -637,6 +649,7 @@ static void test_two_processes_one_file(void) {
     bool never_went_back = true;
     for (int i = 0; i < 10; i++) {
         CHECK(fill(writer, i * 10, 10));
+        CHECK(atoll_realm_refresh(reader));
         size_t seen = count_dogs(reader, NULL);
         if (seen < last_seen) never_went_back = false;
         last_seen = seen;
@@ -646,7 +659,11 @@ static void test_two_processes_one_file(void) {
     int status = -1;
     waitpid(child, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The reader reads its snapshot (as of its last refresh) until it refreshes again. */
+    CHECK_INT(count_dogs(reader, NULL), last_seen);
+    CHECK(atoll_realm_refresh(reader));
     CHECK_INT(count_dogs(reader, NULL), 200);
+    CHECK(atoll_realm_refresh(writer));
     CHECK_INT(count_dogs(writer, "_id >= 1000"), 100);
     CHECK_INT(version_of(reader), 20);
     atoll_realm_close(writer);

@@ -319,6 +319,7 @@ static void test_second_writer_waits_for_commit(void) {
     CHECK(s.returned >= committing);     /* ...and returned only once a committed */
     CHECK(s.returned - committing < 5.0);
 
+    CHECK(atoll_realm_refresh(a));       /* a reads as of its commit until it refreshes */
     atoll_results_t *res = atoll_results_query(a, "Dog", NULL, NULL);
     size_t n = 0;
     CHECK(atoll_results_count(res, &n));
@@ -409,6 +410,7 @@ static void test_two_handles_lose_no_update(void) {
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
     CHECK_INT(c1.failures + c2.failures, 0);
+    CHECK(atoll_realm_refresh(r));
     json_t *p = GET(r, "Person", "\"counter\"");
     CHECK_INT(atoll_jint(p, "age"), 80);
     json_decref(p);

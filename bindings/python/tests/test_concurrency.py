@@ -31,10 +31,16 @@ def test_two_realms_on_one_file(path):
         assert b.get("Person", 1) is None            # not committed yet: b does not see it
         assert b.version == 1
         a.commit()
+        assert b.get("Person", 1) is None            # committed, but b reads its snapshot
+        assert b.version == 1
+        assert b.refresh() is True                   # moves b's snapshot to a's commit
         assert b.get("Person", 1) == {"_id": 1, "name": "Ann", "age": None}
         assert b.version == 2
+        assert b.refresh() is False                  # nothing newer
         with b.write():
             b.create("Person", {"_id": 2, "name": "Bob"})
+        assert a.get("Person", 2) is None            # a reads as of its own commit
+        a.refresh()
         assert a.get("Person", 2)["name"] == "Bob"
         assert [e["version"] for e in a.changes()] == [1, 2, 3]
 
@@ -61,6 +67,7 @@ def test_second_handle_waits_for_the_first_writer_in_process(path):
         assert not t.is_alive()
         assert done[0][0] >= committed
         assert done[0][1] == {"_id": 1, "name": "Ann", "age": None}  # sees a's commit
+        a.refresh()
         assert a.get("Person", 2)["name"] == "Bob"
 
 
@@ -81,6 +88,7 @@ print("done", flush=True)
             people = realm.objects("Person").filter("TRUEPREDICATE SORT(_id ASC)")
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
+                realm.refresh()                            # reads see the last refresh
                 rows = people.to_list()
                 ids = [p["_id"] for p in rows]
                 assert ids == list(range(len(ids)))        # one consistent snapshot

@@ -360,13 +360,17 @@ def test_two_processes_write_one_file_while_a_read_only_realm_follows(tmp_path):
         seen = []
         for batch in range(10):
             fill(writer, batch * 10, 10)
+            reader.refresh()
             seen.append(len(reader.objects("Item")))
         out, err = child.communicate(timeout=60)
         assert child.returncode == 0, err
         assert seen == sorted(seen) and seen[-1] >= 100
+        assert len(reader.objects("Item")) == seen[-1]     # its snapshot, until a refresh
+        reader.refresh()
         ids = [o["_id"] for o in reader.objects("Item").filter("TRUEPREDICATE SORT(_id ASC)")]
         assert ids == list(range(100)) + list(range(1000, 1100))
         assert reader.version == 20
+        writer.refresh()
         assert len(writer.objects("Item").filter("name == 'child'")) == 100
 
 
@@ -374,10 +378,14 @@ def test_two_realms_in_one_process_read_each_others_commits(tmp_path):
     path = tmp_path / "two.realm"
     with atoll.open(path, schema=[ITEM]) as a, atoll.open(path) as b, \
             atoll.open(path, read_only=True) as reader:
+        assert len(reader.objects("Item")) == 0
         for batch in range(5):
             fill(a, batch * 10, 10)
             fill(b, 1000 + batch * 10, 10)
+            assert len(reader.objects("Item")) == batch * 20   # the snapshot of the last refresh
+            reader.refresh()
             assert len(reader.objects("Item")) == (batch + 1) * 20
+        a.refresh()
         assert len(a.objects("Item").filter("_id >= 1000")) == 50
         assert reader.version == 10
     assert os.path.exists(path)

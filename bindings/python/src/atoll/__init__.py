@@ -20,8 +20,10 @@ from .errors import (AlreadyInWriteError, AtollError, BusyError, ClosedError,
                      SchemaMismatchError, TypeMismatchError)
 from .ejson import Link
 from .objectid import ObjectId
-from .realm import (CONFIG_KEYS, Migration, Realm, Results, UPDATE_POLICIES, delete_files,
-                    file_exists, open)
+from .notifications import (ChangeStream, CollectionChange, Move, NotificationToken,
+                            ObjectChange, RealmChange, ResultsChange)
+from .realm import (CONFIG_KEYS, NOTIFICATION_MODES, FrozenResults, Migration, Realm, Results,
+                    UPDATE_POLICIES, delete_files, file_exists, open)
 
 __version__ = "0.1.0"
 
@@ -37,8 +39,11 @@ def library_path() -> str:
 
 
 __all__ = [
-    "open", "Realm", "Results", "Migration", "ObjectId", "Link", "UPDATE_POLICIES",
-    "library_version", "library_path", "file_exists", "delete_files", "CONFIG_KEYS",
+    "open", "Realm", "Results", "FrozenResults", "Migration", "ObjectId", "Link",
+    "UPDATE_POLICIES", "library_version", "library_path", "file_exists", "delete_files",
+    "CONFIG_KEYS", "NOTIFICATION_MODES",
+    "NotificationToken", "ChangeStream", "ResultsChange", "CollectionChange", "ObjectChange",
+    "RealmChange", "Move",
     "AtollError", "InvalidArgumentError", "InvalidJSONError", "SchemaError",
     "SchemaMismatchError", "NotFoundError", "DuplicatePrimaryKeyError", "QueryError",
     "QuerySyntaxError", "QueryInvalidError", "NotInWriteError", "AlreadyInWriteError",

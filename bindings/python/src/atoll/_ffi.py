@@ -17,8 +17,13 @@ Ownership rules from the header, as they appear here:
   the bytes and frees the pointer with ``atoll_free``.
 * ``const char *`` results that are static or borrowed are declared ``c_char_p``.
 * Handles are pointers to opaque structures (:data:`RealmPtr`, :data:`ResultsPtr`,
-  :data:`MigrationPtr`), so that ctypes refuses a results handle where a realm handle is
-  expected.
+  :data:`MigrationPtr`, :data:`TokenPtr`), so that ctypes refuses a results handle where a
+  realm handle is expected.
+* Change callbacks (:data:`atoll_changes_fn`) receive their JSON as ``c_char_p``: ctypes copies
+  the borrowed text to ``bytes`` before the Python function runs, as the header asks. The
+  CFUNCTYPE objects passed to the ``atoll_*_observe`` functions must stay referenced until
+  their ``free_userdata`` has been called (the owning layer keeps two module-level ones for
+  the life of the process).
 
 The ``_j`` functions (``atoll_object_create_j`` and friends) take and return jansson
 ``json_t *`` values. Python has no ``json_t``, so they are deliberately not declared here;
@@ -98,9 +103,14 @@ class atoll_migration_t(Structure):
     migration callback)"""
 
 
+class atoll_token_t(Structure):
+    """typedef struct atoll_token atoll_token_t;  (opaque; a registered change callback)"""
+
+
 RealmPtr = POINTER(atoll_realm_t)
 ResultsPtr = POINTER(atoll_results_t)
 MigrationPtr = POINTER(atoll_migration_t)
+TokenPtr = POINTER(atoll_token_t)
 
 
 class atoll_error_t(Structure):
@@ -124,6 +134,18 @@ atoll_should_compact_fn = CFUNCTYPE(c_bool, c_uint64, c_uint64, c_void_p)
 #: handle (declared as MigrationPtr rather than void *, so that ctypes keeps it apart from other
 #: handles) is valid until the callback returns.
 atoll_migration_fn = CFUNCTYPE(c_bool, MigrationPtr, c_void_p)
+
+
+#: typedef void (*atoll_free_userdata_fn)(void *userdata);
+#: Called once, after the callback's last call (at once when registering fails); on the thread
+#: that frees the token, or on the callback's thread when the token is freed inside it.
+atoll_free_userdata_fn = CFUNCTYPE(None, c_void_p)
+
+#: typedef void (*atoll_changes_fn)(void *userdata, const char *changes_json);
+#: Called on the realm's notifier thread ("notifications": "thread") or inside
+#: atoll_realm_deliver_notifications() ("host"). changes_json is borrowed for the call:
+#: c_char_p copies it to bytes.
+atoll_changes_fn = CFUNCTYPE(None, c_void_p, c_char_p)
 
 
 class atoll_open_options_t(Structure):
@@ -336,6 +358,57 @@ _declare("atoll_results_delete_all", c_bool, [ResultsPtr, POINTER(c_size_t)])
 
 # void atoll_results_free(atoll_results_t *results);
 _declare("atoll_results_free", None, [ResultsPtr])
+
+# atoll_results_t *atoll_results_freeze(atoll_results_t *results);
+#                                         -- caller owns; free with atoll_results_free()
+_declare("atoll_results_freeze", ResultsPtr, [ResultsPtr])
+
+# MARK: Notifications
+
+# atoll_token_t *atoll_results_observe(atoll_results_t *results, const char *key_paths_json,
+#                                      atoll_changes_fn fn, void *userdata,
+#                                      atoll_free_userdata_fn free_userdata);
+#                                         -- caller owns; free with atoll_token_free()
+_declare("atoll_results_observe", TokenPtr,
+         [ResultsPtr, c_char_p, atoll_changes_fn, c_void_p, atoll_free_userdata_fn])
+
+# atoll_token_t *atoll_object_observe(atoll_realm_t *realm, const char *class_name,
+#                                     const char *primary_key_json, const char *key_paths_json,
+#                                     atoll_changes_fn fn, void *userdata,
+#                                     atoll_free_userdata_fn free_userdata);
+#                                         -- caller owns; free with atoll_token_free()
+_declare("atoll_object_observe", TokenPtr,
+         [RealmPtr, c_char_p, c_char_p, c_char_p, atoll_changes_fn, c_void_p,
+          atoll_free_userdata_fn])
+
+# atoll_token_t *atoll_collection_observe(atoll_realm_t *realm, const char *class_name,
+#                                         const char *primary_key_json, const char *property,
+#                                         const char *key_paths_json, atoll_changes_fn fn,
+#                                         void *userdata, atoll_free_userdata_fn free_userdata);
+#                                         -- caller owns; free with atoll_token_free()
+_declare("atoll_collection_observe", TokenPtr,
+         [RealmPtr, c_char_p, c_char_p, c_char_p, c_char_p, atoll_changes_fn, c_void_p,
+          atoll_free_userdata_fn])
+
+# atoll_token_t *atoll_realm_observe(atoll_realm_t *realm, atoll_changes_fn fn, void *userdata,
+#                                    atoll_free_userdata_fn free_userdata);
+#                                         -- caller owns; free with atoll_token_free()
+_declare("atoll_realm_observe", TokenPtr,
+         [RealmPtr, atoll_changes_fn, c_void_p, atoll_free_userdata_fn])
+
+# void atoll_token_free(atoll_token_t *token);   -- NULL is a no-op; any thread; waits for a
+#                                                   running call of the callback on another thread
+_declare("atoll_token_free", None, [TokenPtr])
+
+# bool atoll_realm_refresh(atoll_realm_t *realm);
+_declare("atoll_realm_refresh", c_bool, [RealmPtr])
+
+# int atoll_realm_notification_fd(atoll_realm_t *realm);   -- borrowed; valid until the realm
+#                                                              closes; never read or close it
+_declare("atoll_realm_notification_fd", c_int, [RealmPtr])
+
+# bool atoll_realm_deliver_notifications(atoll_realm_t *realm);
+_declare("atoll_realm_deliver_notifications", c_bool, [RealmPtr])
 
 
 # MARK: - Helpers

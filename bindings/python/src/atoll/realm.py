@@ -11,10 +11,17 @@ turns: :meth:`Realm.begin_write` (and ``with realm.write():``) waits while *anot
 this process has a transaction open on the same Realm, and lets the library wait for other
 handles and processes. Note that while one thread's transaction is open, every thread using
 that Realm reads (and may write into) it.
+
+Snapshots: a Realm reads the data as of its last refresh (:meth:`Realm.refresh`,
+:meth:`Realm.begin_write`, and each delivery of notifications), not what other handles and
+processes committed since. Change notifications (``observe`` methods, async ``changes``
+streams) live in :mod:`atoll.notifications`; a Realm invalidates its tokens when it closes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import os
 import re
@@ -26,11 +33,16 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Opti
                     Tuple, Union, overload)
 
 from . import _ffi, ejson
-from .errors import (AlreadyInWriteError, AtollError, BusyError, ClosedError, NotFoundError,
-                     NotInWriteError, closed_error, last_error, raise_last_error)
+from .errors import (AlreadyInWriteError, AtollError, BusyError, ClosedError,
+                     InvalidArgumentError, NotFoundError, NotInWriteError, closed_error,
+                     last_error, raise_last_error)
+from .notifications import (ChangeStream, CollectionChange, DeliveryScope, NotificationToken,
+                            ObjectChange, RealmChange, ResultsChange, check_callback,
+                            decode_collection_change, decode_object_change, decode_realm_change,
+                            decode_results_change, dumps_key_paths, open_stream, register)
 
-__all__ = ["Realm", "Results", "Migration", "open", "file_exists", "delete_files",
-           "UPDATE_POLICIES", "CONFIG_KEYS"]
+__all__ = ["Realm", "Results", "FrozenResults", "Migration", "open", "file_exists",
+           "delete_files", "UPDATE_POLICIES", "CONFIG_KEYS", "NOTIFICATION_MODES"]
 
 lib = _ffi.lib
 
@@ -48,6 +60,10 @@ ShouldCompact = Callable[[int, int], bool]
 #: migration: called with a :class:`Migration`; raises to fail the migration (what it returns
 #: is ignored).
 MigrationCallback = Callable[["Migration"], Any]
+#: notifications=: who calls a realm's change callbacks. "thread": a notifier thread of the
+#: library (the default); "host": the thread that calls Realm.deliver_notifications() when
+#: Realm.notification_fd() is readable (an event loop; async streams do it themselves).
+NOTIFICATION_MODES = ("thread", "host")
 
 
 # MARK: - Argument helpers
@@ -98,7 +114,7 @@ def _size(value: Any, what: str) -> int:
 
 #: The keys of a configuration mapping: open()'s keyword arguments that describe the file.
 CONFIG_KEYS = ("path", "schema", "schema_version", "in_memory", "read_only", "write_timeout_ms",
-               "delete_realm_if_migration_needed")
+               "delete_realm_if_migration_needed", "notifications")
 
 
 def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
@@ -111,6 +127,7 @@ def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
     read_only = options.get("read_only", False)
     write_timeout_ms = options.get("write_timeout_ms", -1)
     delete_if_needed = options.get("delete_realm_if_migration_needed", False)
+    notifications = options.get("notifications", "thread")
     config: Dict[str, Any] = {}
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
@@ -143,6 +160,13 @@ def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
         raise TypeError(
             f"write_timeout_ms must be an int, not {type(write_timeout_ms).__name__}")
     config["writeTimeoutMs"] = write_timeout_ms
+    if not isinstance(notifications, str):
+        raise TypeError(f"notifications must be one of {list(NOTIFICATION_MODES)}, "
+                        f"not {type(notifications).__name__}")
+    if notifications not in NOTIFICATION_MODES:
+        raise ValueError(f"notifications must be one of {list(NOTIFICATION_MODES)}, "
+                         f"not {notifications!r}")
+    config["notifications"] = notifications
     return config
 
 
@@ -241,6 +265,18 @@ def _free_results_handle(handle: Any) -> None:
     lib.atoll_results_free(handle)
 
 
+def _deliver_from_reader(realm_ref: "weakref.ref[Realm]") -> None:
+    """An event loop's reader on a host-delivery realm's notification descriptor (it holds
+    the realm weakly, like the finalizers)."""
+    realm = realm_ref()
+    if realm is None or realm.closed:
+        return
+    try:
+        realm.deliver_notifications()
+    except ClosedError:
+        pass  # closed meanwhile; its streams are ending
+
+
 # MARK: - RQL text helpers
 
 _SUFFIX_RE = re.compile(r"\b(SORT|DISTINCT|LIMIT)\s*\(", re.IGNORECASE)
@@ -313,12 +349,14 @@ class Realm:
         should_compact_on_launch: Optional[ShouldCompact] = None,
         migration: Optional[MigrationCallback] = None,
         delete_realm_if_migration_needed: bool = False,
+        notifications: str = "thread",
     ) -> None:
         self._handle: Any = None
         config = _config(dict(path=path, schema=schema, schema_version=schema_version,
                               in_memory=in_memory, read_only=read_only,
                               write_timeout_ms=write_timeout_ms,
-                              delete_realm_if_migration_needed=delete_realm_if_migration_needed))
+                              delete_realm_if_migration_needed=delete_realm_if_migration_needed,
+                              notifications=notifications))
         if should_compact_on_launch is not None and not callable(should_compact_on_launch):
             raise TypeError("should_compact_on_launch must be a callable(total_bytes, used_bytes) "
                             f"-> bool, not {type(should_compact_on_launch).__name__}")
@@ -327,30 +365,44 @@ class Realm:
                             f"not {type(migration).__name__}")
 
         self._config_json = _json_arg(config)
-        self._prepare(config.get("path"), write_timeout_ms)
+        self._prepare(config.get("path"), write_timeout_ms, notifications)
         handle = _open_handle(self._config_json, should_compact_on_launch, migration, self.path)
         self._handle = handle
         self._finalizer = weakref.finalize(self, _close_realm_handle, handle)
 
-    def _prepare(self, path: Optional[str], write_timeout_ms: int) -> None:
+    def _prepare(self, path: Optional[str], write_timeout_ms: int,
+                 notifications: str = "thread") -> None:
         """The state every Realm has, before its handle is set."""
         self.path: Optional[str] = path
         self.write_timeout_ms: int = write_timeout_ms
-        self._lock = threading.Lock()                # guards _results and _handle changes
+        #: who calls this realm's change callbacks: "thread" or "host" (see open())
+        self.notifications: str = notifications
+        self._lock = threading.Lock()        # guards _results, _tokens, _streams, _handle
         self._results: "weakref.WeakSet[Results]" = weakref.WeakSet()
+        self._tokens: "weakref.WeakSet[NotificationToken]" = weakref.WeakSet()
+        self._streams: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._write_cond = threading.Condition()     # threads of this process take turns
         self._writer: Optional[int] = None           # thread ident holding the transaction
+        self._reader_lock = threading.Lock()         # guards _readers
+        self._reader_owner: Optional[int] = None     # the thread holding _reader_lock
+        self._readers: Dict[Any, int] = {}           # event loop -> streams polling on it
+        self._notification_fd: Optional[int] = None
 
     # MARK: Lifetime
 
     def close(self) -> None:
-        """Closes the realm (idempotent). Frees its live Results first; a write transaction
-        left open is cancelled, and nothing of it is kept."""
+        """Closes the realm (idempotent). Invalidates its notification tokens (ending its
+        change streams) and frees its live Results first; a write transaction left open is
+        cancelled, and nothing of it is kept. Frozen results stay readable."""
+        if self._handle is None:
+            return
+        self._end_observers()        # while the handle is open: running callbacks may read
         with self._lock:
             if self._handle is None:
                 return
             results = list(self._results)
             self._handle = None
+        self._end_observers()        # any registered meanwhile
         for r in results:
             r.close()
         self._finalizer()
@@ -484,7 +536,8 @@ class Realm:
 
     @property
     def version(self) -> int:
-        """The version of the newest change-log entry (0 for a realm never written to)."""
+        """The version of the newest change-log entry (0 for a realm never written to), as
+        this realm's snapshot shows it (see :meth:`refresh`)."""
         out = ctypes.c_uint64(0)
         if not lib.atoll_realm_version(self._h(), ctypes.byref(out)):
             raise_last_error("atoll_realm_version")
@@ -547,6 +600,204 @@ class Realm:
     def objects(self, class_name: str) -> "Results":
         """All objects of a class; narrow with :meth:`Results.filter`."""
         return Results(self, class_name, None, ())
+
+    # MARK: Snapshots and notifications
+
+    def refresh(self) -> bool:
+        """Moves the realm's snapshot to the newest committed data (of other handles and
+        processes too); returns whether that showed newer data. Reads see the data as of the
+        last refresh: this, :meth:`begin_write` and each delivery of notifications refresh.
+        Inside a write transaction it does nothing (and returns False)."""
+        before = self.version
+        if not lib.atoll_realm_refresh(self._h()):
+            raise_last_error("atoll_realm_refresh")
+        return self.version != before
+
+    def notification_fd(self) -> int:
+        """For ``notifications="host"``: a file descriptor that becomes readable when
+        notifications are due. Poll it for reading (``select``, ``selectors``, an event
+        loop's ``add_reader``) and call :meth:`deliver_notifications` when it is. Do not read
+        or close it; it is valid until the realm closes (stop polling before closing).
+        InvalidArgumentError for a realm that delivers on its own thread (the default)."""
+        fd = int(lib.atoll_realm_notification_fd(self._h()))
+        if fd < 0:
+            raise_last_error("atoll_realm_notification_fd")
+        self._notification_fd = fd
+        return fd
+
+    def deliver_notifications(self) -> None:
+        """For ``notifications="host"``: refreshes the realm and calls, on this thread, the
+        callbacks of every due notification. Inside a write transaction it delivers nothing
+        (the commit makes the notifications due again). A callback's exception is reported
+        (``sys.unraisablehook``) and delivery goes on; a ``KeyboardInterrupt`` or
+        ``SystemExit`` raised by a callback is raised here once every callback has run.
+        InvalidArgumentError for a ``"thread"`` realm (whose notifier thread delivers)."""
+        handle = self._h()
+        with DeliveryScope():
+            ok = lib.atoll_realm_deliver_notifications(handle)
+            if not ok:
+                raise_last_error("atoll_realm_deliver_notifications")
+
+    def observe(self, callback: Callable[[RealmChange], Any]) -> NotificationToken:
+        """Calls ``callback(change)`` with a :class:`~atoll.RealmChange` after each delivery
+        that covers commits (of this handle, another handle or another process): the
+        versions it covers and the classes whose objects changed. No initial call.
+
+        Callbacks run on the library's notifier thread (``notifications="thread"``) or inside
+        :meth:`deliver_notifications` (``"host"``); they may read and write the realm (which
+        shows the state the change describes). Keep the returned token: dropping it, or
+        ``token.invalidate()``, unregisters. Observers are added outside write transactions
+        (AlreadyInWriteError)."""
+        check_callback(callback)
+        handle, registration = register(lib.atoll_realm_observe, (self._h(),), callback,
+                                        decode_realm_change)
+        if not handle:
+            raise_last_error("atoll_realm_observe")
+        return self._adopt_token(NotificationToken(handle, registration, self,
+                                                   f"on {self!r}"))
+
+    def observe_object(self, class_name: str, primary_key: Any,
+                       callback: Callable[[ObjectChange], Any],
+                       key_paths: Optional[Sequence[str]] = None) -> NotificationToken:
+        """Calls ``callback(change)`` with an :class:`~atoll.ObjectChange` after commits that
+        changed the object with that primary key (its ``_atoll_key`` for classes without
+        one): the changed properties with their old and new values. When the object is
+        deleted, a last call with ``deleted=True``. No initial call.
+
+        ``key_paths`` (e.g. ``["age", "dog.name"]``) limits what counts as a change; without
+        them every property counts, and so do changes of linked objects (up to three links
+        away) and of embedded ones. A link counts as changed when it is set, when the linked
+        object changes, and when the linked object is deleted (the link becomes None).
+
+        NoSuchClassError, NotFoundError (no such object), TypeMismatchError (a key of the
+        wrong type), InvalidArgumentError (a bad key path, an embedded class),
+        AlreadyInWriteError, ClosedError. See :meth:`observe` for threads and tokens."""
+        check_callback(callback)
+        cls = _cstr(class_name, "class_name")
+        paths = dumps_key_paths(key_paths)
+        handle, registration = register(
+            lib.atoll_object_observe, (self._h(), cls, _json_arg(primary_key), paths),
+            callback, decode_object_change)
+        if not handle:
+            raise_last_error("atoll_object_observe")
+        return self._adopt_token(NotificationToken(
+            handle, registration, self, f"on {class_name} {primary_key!r} of {self!r}"))
+
+    def observe_collection(self, class_name: str, primary_key: Any, property: str,
+                           callback: Callable[[CollectionChange], Any],
+                           key_paths: Optional[Sequence[str]] = None) -> NotificationToken:
+        """Calls ``callback(change)`` with a :class:`~atoll.CollectionChange` for a list, set
+        or dictionary property of one object: first the initial state (``initial=True``,
+        ``count``), then after each commit that changed it; ``deleted=True`` in the last call
+        when the object is deleted.
+
+        Lists and sets are compared by value (keys are the elements; links as primary keys);
+        dictionaries in key order (keys are the dictionary's keys). ``key_paths`` is for
+        collections of links only: what counts as a change of a linked object (every property
+        when None); a modification is reported at the linked object's index.
+
+        NoSuchPropertyError, InvalidArgumentError (not a collection; key paths on a collection
+        of values), and the errors of :meth:`observe_object`."""
+        check_callback(callback)
+        cls = _cstr(class_name, "class_name")
+        prop = _cstr(property, "property")
+        paths = dumps_key_paths(key_paths)
+        handle, registration = register(
+            lib.atoll_collection_observe, (self._h(), cls, _json_arg(primary_key), prop, paths),
+            callback, decode_collection_change)
+        if not handle:
+            raise_last_error("atoll_collection_observe")
+        return self._adopt_token(NotificationToken(
+            handle, registration, self,
+            f"on {class_name} {primary_key!r}.{property} of {self!r}"))
+
+    def realm_changes(self) -> "ChangeStream[RealmChange]":
+        """An async stream of :meth:`observe`'s changes::
+
+            async for change in realm.realm_changes():
+                print(change.version, change.classes)
+
+        (``realm.changes()`` is the change log, not a stream.) Call it in a coroutine; see
+        :class:`~atoll.ChangeStream` for how it is delivered and when it ends."""
+        return open_stream(self, lambda push: self.observe(push))
+
+    def object_changes(self, class_name: str, primary_key: Any,
+                       key_paths: Optional[Sequence[str]] = None) -> "ChangeStream[ObjectChange]":
+        """An async stream of :meth:`observe_object`'s changes; it ends after the change
+        that reports the object's deletion."""
+        return open_stream(self, lambda push: self.observe_object(class_name, primary_key,
+                                                                  push, key_paths),
+                           finish_after=lambda change: change.deleted)
+
+    def collection_changes(self, class_name: str, primary_key: Any, property: str,
+                           key_paths: Optional[Sequence[str]] = None
+                           ) -> "ChangeStream[CollectionChange]":
+        """An async stream of :meth:`observe_collection`'s changes (the initial state
+        first); it ends after the change that reports the owner's deletion."""
+        return open_stream(self, lambda push: self.observe_collection(
+            class_name, primary_key, property, push, key_paths),
+            finish_after=lambda change: change.deleted)
+
+    # MARK: Notification bookkeeping
+
+    def _adopt_token(self, token: NotificationToken) -> NotificationToken:
+        with self._lock:
+            if self._handle is not None:
+                self._tokens.add(token)
+                return token
+        token.invalidate()
+        raise closed_error("realm")
+
+    def _adopt_stream(self, state: Any) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._streams.add(state)
+                return
+        state.close()
+        raise closed_error("realm")
+
+    def _end_observers(self) -> None:
+        """Ends the change streams and invalidates the tokens of this realm."""
+        with self._lock:
+            streams = list(self._streams)
+            tokens = list(self._tokens)
+            self._streams.clear()
+            self._tokens.clear()
+        for state in streams:
+            state.close()
+        for token in tokens:
+            token.invalidate()
+
+    def _acquire_loop_reader(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Makes ``loop`` poll the notification descriptor (once per loop, counted)."""
+        with self._reader_lock:
+            self._reader_owner = threading.get_ident()
+            try:
+                users = self._readers.get(loop, 0)
+                if users == 0:
+                    fd = self.notification_fd()
+                    loop.add_reader(fd, _deliver_from_reader, weakref.ref(self))
+                self._readers[loop] = users + 1
+            finally:
+                self._reader_owner = None
+
+    def _release_loop_reader(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Undoes one :meth:`_acquire_loop_reader` (on the loop's thread)."""
+        nested = self._reader_owner == threading.get_ident()
+        if nested and not loop.is_closed():
+            # A stream collected by the garbage collector inside _acquire_loop_reader on
+            # this thread: the lock is not reentrant, so finish after it.
+            loop.call_soon_threadsafe(self._release_loop_reader, loop)
+            return
+        with (contextlib.nullcontext() if nested else self._reader_lock):
+            users = self._readers.get(loop, 0) - 1
+            if users > 0:
+                self._readers[loop] = users
+                return
+            self._readers.pop(loop, None)
+            fd = self._notification_fd
+        if fd is not None and not loop.is_closed():
+            loop.remove_reader(fd)
 
     # MARK: Files
 
@@ -752,6 +1003,7 @@ def open(
     should_compact_on_launch: Optional[ShouldCompact] = None,
     migration: Optional[MigrationCallback] = None,
     delete_realm_if_migration_needed: bool = False,
+    notifications: str = "thread",
 ) -> Realm:
     """Opens (creating when needed) a realm. See :class:`Realm`.
 
@@ -775,11 +1027,21 @@ def open(
 
     ``delete_realm_if_migration_needed=True`` deletes every class and object instead of
     migrating, when a migration would be needed, and starts with ``schema``.
+
+    ``notifications`` says who calls the realm's change callbacks: ``"thread"`` (the
+    default) a notifier thread of the library; ``"host"`` the thread that calls
+    :meth:`Realm.deliver_notifications` when :meth:`Realm.notification_fd` is readable (an
+    event loop; the async ``changes`` streams do this themselves).
+
+    The realm reads a snapshot: the data as of its last refresh (:meth:`Realm.refresh`,
+    :meth:`Realm.begin_write`, each delivery of notifications), not what other handles and
+    processes committed since.
     """
     return Realm(path, schema=schema, schema_version=schema_version, in_memory=in_memory,
                  read_only=read_only, write_timeout_ms=write_timeout_ms,
                  should_compact_on_launch=should_compact_on_launch, migration=migration,
-                 delete_realm_if_migration_needed=delete_realm_if_migration_needed)
+                 delete_realm_if_migration_needed=delete_realm_if_migration_needed,
+                 notifications=notifications)
 
 
 def file_exists(config: Union[PathLike, Mapping[str, Any]]) -> bool:
@@ -803,36 +1065,16 @@ def delete_files(config: Union[PathLike, Mapping[str, Any]]) -> bool:
 
 # MARK: - Results
 
-class Results(Sequence[Object]):
-    """The objects of one class that match a query, in the query's order.
-
-    Results are live: each call (len, indexing, iteration page) sees the data as of that call.
-    """
+class _ResultsReader(Sequence[Object]):
+    """What live and frozen results share: reading (len, indexing, slices, paged iteration)
+    and the lifetime of the handle."""
 
     PAGE_SIZE = 1000
+    _what = "results"
 
-    def __init__(self, realm: Realm, class_name: str, rql: Optional[str],
-                 args: Sequence[Any]) -> None:
-        self._handle: Any = None
-        cls = _cstr(class_name, "class_name")
-        rql_bytes = None if rql is None else _cstr(rql, "query")
-        args_json = _json_arg(list(args)) if args else None
-        self.realm: Realm = realm
-        self.class_name: str = class_name
-        self.query: Optional[str] = rql
-        self.args: Tuple[Any, ...] = tuple(args)
-        self._lock = threading.Lock()
-        handle = lib.atoll_results_query(realm._h(), cls, rql_bytes, args_json)
-        if not handle:
-            raise_last_error("atoll_results_query")
-        self._finalizer = weakref.finalize(self, _free_results_handle, handle)
-        self._handle = handle
-        try:
-            realm._adopt(self, handle)
-        except ClosedError:
-            self._handle = None
-            self._finalizer.detach()
-            raise
+    _handle: Any
+    _lock: threading.Lock
+    _finalizer: Any
 
     # MARK: Lifetime
 
@@ -843,56 +1085,22 @@ class Results(Sequence[Object]):
                 return
             self._handle = None
             self._finalizer()
-        self.realm._forget(self)
 
     @property
     def closed(self) -> bool:
         return self._handle is None
 
-    def __enter__(self) -> "Results":
+    def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        q = "" if self.query is None else f" {self.query!r}"
-        a = f" {list(self.args)!r}" if self.args else ""
-        return f"<atoll.Results {self.class_name}{q}{a}{' closed' if self.closed else ''}>"
-
-    # MARK: Query
-
-    def filter(self, rql: str, *args: Any) -> "Results":
-        """New Results narrowed by ``rql`` (with ``$0``... bound to ``args``)::
-
-            realm.objects("Dog").filter("age > $0 SORT(name ASC)", 2)
-
-        On Results that are already filtered, the queries combine as ``(old) AND (new)``,
-        the new ``$n`` renumbered after the old arguments; that needs the old query to have
-        no SORT / DISTINCT / LIMIT (NotImplementedError otherwise).
-        """
-        if not isinstance(rql, str):
-            raise TypeError(f"query must be a str, not {type(rql).__name__}")
-        self._check_open()
-        if self.query is None or not self.query.strip():
-            return Results(self.realm, self.class_name, rql, args)
-        old_pred, old_suffix = _split_suffix(self.query)
-        if old_suffix:
-            raise NotImplementedError(
-                f"cannot narrow {self.query!r}: it ends in {old_suffix!r}, and SORT / "
-                "DISTINCT / LIMIT cannot be combined with AND; filter the unfiltered "
-                "objects() with one query instead")
-        new_pred, new_suffix = _split_suffix(_shift_args(rql, len(self.args)))
-        combined = f"({old_pred or 'TRUEPREDICATE'}) AND ({new_pred or 'TRUEPREDICATE'})"
-        if new_suffix:
-            combined += " " + new_suffix
-        return Results(self.realm, self.class_name, combined, self.args + tuple(args))
-
     # MARK: Reading
 
     def _check_open(self) -> None:
         if self._handle is None:
-            raise closed_error("results")
+            raise closed_error(self._what)
 
     def __len__(self) -> int:
         out = ctypes.c_size_t(0)
@@ -956,6 +1164,86 @@ class Results(Sequence[Object]):
         """All matching objects, read in one call."""
         return self._fetch(0, 0)
 
+
+class Results(_ResultsReader):
+    """The objects of one class that match a query, in the query's order.
+
+    Results are live: each call (len, indexing, iteration page) sees the realm's data as of
+    that call (the realm's snapshot: see :meth:`Realm.refresh`). :meth:`observe` and
+    :meth:`changes` report how they change; :meth:`freeze` keeps a copy that never does.
+    """
+
+    frozen = False
+
+    def __init__(self, realm: Realm, class_name: str, rql: Optional[str],
+                 args: Sequence[Any]) -> None:
+        self._handle: Any = None
+        cls = _cstr(class_name, "class_name")
+        rql_bytes = None if rql is None else _cstr(rql, "query")
+        args_json = _json_arg(list(args)) if args else None
+        self.realm: Realm = realm
+        self.class_name: str = class_name
+        self.query: Optional[str] = rql
+        self.args: Tuple[Any, ...] = tuple(args)
+        self._lock = threading.Lock()
+        handle = lib.atoll_results_query(realm._h(), cls, rql_bytes, args_json)
+        if not handle:
+            raise_last_error("atoll_results_query")
+        self._finalizer = weakref.finalize(self, _free_results_handle, handle)
+        self._handle = handle
+        try:
+            realm._adopt(self, handle)
+        except ClosedError:
+            self._handle = None
+            self._finalizer.detach()
+            raise
+
+    # MARK: Lifetime
+
+    def close(self) -> None:
+        """Frees the results (idempotent). Tokens of :meth:`observe` stay registered."""
+        super().close()
+        self.realm._forget(self)
+
+    def __enter__(self) -> "Results":
+        return self
+
+    def _describe(self) -> str:
+        q = "" if self.query is None else f" {self.query!r}"
+        a = f" {list(self.args)!r}" if self.args else ""
+        return f"{self.class_name}{q}{a}"
+
+    def __repr__(self) -> str:
+        return f"<atoll.Results {self._describe()}{' closed' if self.closed else ''}>"
+
+    # MARK: Query
+
+    def filter(self, rql: str, *args: Any) -> "Results":
+        """New Results narrowed by ``rql`` (with ``$0``... bound to ``args``)::
+
+            realm.objects("Dog").filter("age > $0 SORT(name ASC)", 2)
+
+        On Results that are already filtered, the queries combine as ``(old) AND (new)``,
+        the new ``$n`` renumbered after the old arguments; that needs the old query to have
+        no SORT / DISTINCT / LIMIT (NotImplementedError otherwise).
+        """
+        if not isinstance(rql, str):
+            raise TypeError(f"query must be a str, not {type(rql).__name__}")
+        self._check_open()
+        if self.query is None or not self.query.strip():
+            return Results(self.realm, self.class_name, rql, args)
+        old_pred, old_suffix = _split_suffix(self.query)
+        if old_suffix:
+            raise NotImplementedError(
+                f"cannot narrow {self.query!r}: it ends in {old_suffix!r}, and SORT / "
+                "DISTINCT / LIMIT cannot be combined with AND; filter the unfiltered "
+                "objects() with one query instead")
+        new_pred, new_suffix = _split_suffix(_shift_args(rql, len(self.args)))
+        combined = f"({old_pred or 'TRUEPREDICATE'}) AND ({new_pred or 'TRUEPREDICATE'})"
+        if new_suffix:
+            combined += " " + new_suffix
+        return Results(self.realm, self.class_name, combined, self.args + tuple(args))
+
     # MARK: Writing
 
     def delete_all(self) -> int:
@@ -966,3 +1254,103 @@ class Results(Sequence[Object]):
             if not lib.atoll_results_delete_all(self._handle, ctypes.byref(out)):
                 raise_last_error("atoll_results_delete_all")
         return int(out.value)
+
+    # MARK: Live data
+
+    def freeze(self) -> "FrozenResults":
+        """A frozen copy: the objects that match in the realm's snapshot now. It is read like
+        these results (len, indexing, slices, iteration) from any thread, never changes, and
+        stays readable after the realm closes."""
+        with self._lock:
+            self._check_open()
+            handle = lib.atoll_results_freeze(self._handle)
+            if not handle:
+                raise_last_error("atoll_results_freeze")
+        return FrozenResults(handle, self.class_name, self.query, self.args)
+
+    def observe(self, callback: Callable[[ResultsChange], Any],
+                key_paths: Optional[Sequence[str]] = None) -> NotificationToken:
+        """Calls ``callback(change)`` with a :class:`~atoll.ResultsChange`: first the initial
+        state (``initial=True``, ``count``), then after each commit (of this handle, another
+        handle or another process) that changed these results: deletions, insertions,
+        modifications and moves by index, and the primary keys of the objects deleted,
+        inserted and modified. Commits that change nothing here call nothing::
+
+            def on_change(change):
+                print(change.insertions, change.inserted_keys, change.count)
+
+            token = realm.objects("Dog").filter("age > 2 SORT(name ASC)").observe(on_change)
+            ...
+            token.invalidate()
+
+        ``key_paths`` (e.g. ``["name", "owner.name"]``) limits what counts as a modification
+        (insertions and deletions always count); without them every property counts, and so
+        do the properties of objects linked up to three links away. A bad key path raises
+        InvalidArgumentError.
+
+        Callbacks run on the library's notifier thread (``notifications="thread"``) or inside
+        :meth:`Realm.deliver_notifications` (``"host"``); they may read and write the realm,
+        which shows the state the change describes. A callback's exception is reported through
+        ``sys.unraisablehook`` and does not stop delivery. Keep the token: dropping it or
+        ``token.invalidate()`` unregisters (closing the realm does too; closing these results
+        does not). Observers are added outside write transactions (AlreadyInWriteError).
+        """
+        check_callback(callback)
+        paths = dumps_key_paths(key_paths)
+        with self._lock:
+            self._check_open()
+            handle, registration = register(lib.atoll_results_observe, (self._handle, paths),
+                                            callback, decode_results_change)
+            if not handle:
+                raise_last_error("atoll_results_observe")
+        return self.realm._adopt_token(NotificationToken(handle, registration, self,
+                                                         f"on {self._describe()}"))
+
+    def changes(self, key_paths: Optional[Sequence[str]] = None
+                ) -> "ChangeStream[ResultsChange]":
+        """An async stream of :meth:`observe`'s changes, the initial state first::
+
+            async for change in realm.objects("Dog").changes():
+                if not change.initial:
+                    print("new dogs:", change.inserted_keys)
+
+        Call it in a coroutine (it needs the running event loop). With
+        ``notifications="host"`` the loop itself polls the realm; with ``"thread"`` the
+        library's notifier thread hands changes to the loop. Breaking out of the loop,
+        ``aclose()``, cancellation or closing the realm end it (see
+        :class:`~atoll.ChangeStream`).
+        """
+        return open_stream(self.realm, lambda push: self.observe(push, key_paths))
+
+
+class FrozenResults(_ResultsReader):
+    """Results frozen by :meth:`Results.freeze`: the objects that matched at that moment.
+
+    Read them as results (len, indexing, slices, iteration, :meth:`to_list`) from any thread;
+    they never change and stay readable after the realm closes. They cannot be filtered,
+    observed or deleted from. :meth:`close` frees them (so does dropping them)."""
+
+    frozen = True
+    _what = "frozen results"
+
+    def __init__(self, handle: Any, class_name: str, query: Optional[str],
+                 args: Tuple[Any, ...]) -> None:
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _free_results_handle, handle)
+        self._handle: Any = handle
+        self.class_name: str = class_name
+        self.query: Optional[str] = query
+        self.args: Tuple[Any, ...] = args
+
+    def __enter__(self) -> "FrozenResults":
+        return self
+
+    def freeze(self) -> "FrozenResults":
+        """These results (they are frozen already)."""
+        self._check_open()
+        return self
+
+    def __repr__(self) -> str:
+        q = "" if self.query is None else f" {self.query!r}"
+        a = f" {list(self.args)!r}" if self.args else ""
+        return f"<atoll.FrozenResults {self.class_name}{q}{a}{' closed' if self.closed else ''}>"
