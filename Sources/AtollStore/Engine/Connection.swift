@@ -127,7 +127,7 @@ final class Statement {
                 sqlite3_bind_text(stmt, i, "", 0, sqliteTransient)
                 return
             }
-            base.withMemoryRebound(to: CChar.self, capacity: buf.count) {
+            _ = base.withMemoryRebound(to: CChar.self, capacity: buf.count) {
                 sqlite3_bind_text(stmt, i, $0, Int32(buf.count), sqliteTransient)
             }
         }
