@@ -9,14 +9,8 @@ import CJansson
 public enum ChangesJSON {
     /// A new reference to a results change's JSON object.
     public static func make(_ c: ResultsChange) -> JSONRef {
-        let o = json_object()!
-        json_object_set_new(o, "initial", c.initial ? json_true() : json_false())
-        setIndices(o, c.deletions, c.insertions, c.modifications, c.moves)
-        json_object_set_new(o, "deletedKeys", EJSON.make(.list(c.deletedKeys)))
-        json_object_set_new(o, "insertedKeys", EJSON.make(.list(c.insertedKeys)))
-        json_object_set_new(o, "modifiedKeys", EJSON.make(.list(c.modifiedKeys)))
-        json_object_set_new(o, "count", json_integer(json_int_t(c.count)))
-        return o
+        listChange(initial: c.initial, deleted: nil, c.deletions, c.insertions, c.modifications, c.moves,
+                   c.deletedKeys, c.insertedKeys, c.modifiedKeys, count: c.count)
     }
 
     /// A new reference to an object change's JSON object.
@@ -31,15 +25,8 @@ public enum ChangesJSON {
 
     /// A new reference to a collection change's JSON object.
     public static func make(_ c: CollectionChange) -> JSONRef {
-        let o = json_object()!
-        json_object_set_new(o, "initial", c.initial ? json_true() : json_false())
-        json_object_set_new(o, "deleted", c.deleted ? json_true() : json_false())
-        setIndices(o, c.deletions, c.insertions, c.modifications, c.moves)
-        json_object_set_new(o, "deletedKeys", EJSON.make(.list(c.deletedKeys)))
-        json_object_set_new(o, "insertedKeys", EJSON.make(.list(c.insertedKeys)))
-        json_object_set_new(o, "modifiedKeys", EJSON.make(.list(c.modifiedKeys)))
-        json_object_set_new(o, "count", json_integer(json_int_t(c.count)))
-        return o
+        listChange(initial: c.initial, deleted: c.deleted, c.deletions, c.insertions, c.modifications, c.moves,
+                   c.deletedKeys, c.insertedKeys, c.modifiedKeys, count: c.count)
     }
 
     /// A new reference to a realm change's JSON object.
@@ -51,8 +38,13 @@ public enum ChangesJSON {
         return o
     }
 
-    private static func setIndices(_ o: JSONRef, _ deletions: [Int], _ insertions: [Int], _ modifications: [Int],
-                                   _ moves: [Move]) {
+    /// The JSON object of a results or collection change (`deleted` only for collections).
+    private static func listChange(initial: Bool, deleted: Bool?, _ deletions: [Int], _ insertions: [Int],
+                                   _ modifications: [Int], _ moves: [Move], _ deletedKeys: [Value],
+                                   _ insertedKeys: [Value], _ modifiedKeys: [Value], count: Int) -> JSONRef {
+        let o = json_object()!
+        json_object_set_new(o, "initial", initial ? json_true() : json_false())
+        if let deleted { json_object_set_new(o, "deleted", deleted ? json_true() : json_false()) }
         json_object_set_new(o, "deletions", indices(deletions))
         json_object_set_new(o, "insertions", indices(insertions))
         json_object_set_new(o, "modifications", indices(modifications))
@@ -64,6 +56,11 @@ public enum ChangesJSON {
             json_array_append_new(array, move)
         }
         json_object_set_new(o, "moves", array)
+        json_object_set_new(o, "deletedKeys", EJSON.make(.list(deletedKeys)))
+        json_object_set_new(o, "insertedKeys", EJSON.make(.list(insertedKeys)))
+        json_object_set_new(o, "modifiedKeys", EJSON.make(.list(modifiedKeys)))
+        json_object_set_new(o, "count", json_integer(json_int_t(count)))
+        return o
     }
 
     private static func indices(_ values: [Int]) -> JSONRef {

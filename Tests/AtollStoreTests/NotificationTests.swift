@@ -629,7 +629,7 @@ final class NotificationTests: XCTestCase {
     /// are exactly the objects that left and entered.
     func testRandomWritesGiveChangesThatRebuildTheResults() throws {
         let store = try hostStore()
-        var rng = SeededGenerator(seed: 20261129)
+        var rng = SplitMix64(seed: 20261129)
         let queries = ["TRUEPREDICATE", "age > 50", "name BEGINSWITH 'a'", "age < 30 SORT(name ASC)",
                        "dog.age > 5", "ANY dogs.age < 3", "age > 20 DISTINCT(name)", "age >= 0 SORT(age DESC) LIMIT(7)",
                        "addresses.city == 'Oslo'"]
@@ -690,18 +690,5 @@ final class NotificationTests: XCTestCase {
                 trackers[i].2 = now
             }
         }
-    }
-}
-
-/// A small deterministic random generator (SplitMix64), so that a failing run can be repeated.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

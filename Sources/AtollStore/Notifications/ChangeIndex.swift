@@ -99,8 +99,6 @@ final class ChangeIndex {
     /// changed, and observers report as much.
     let incomplete: Bool
     private(set) var classes: [String: ClassChanges] = [:]
-    private let changes: [ChangeSet]
-    private var byObject: [String: [Value: [Instruction]]]?
 
     /// - Parameter effects: what the changes implied (links nulled by erases): they count as
     ///   changes of the holders' properties, but are not instructions of the collections.
@@ -108,7 +106,6 @@ final class ChangeIndex {
         self.from = from
         self.to = to
         self.incomplete = incomplete
-        self.changes = changes
         for set in changes {
             for ins in set.instructions {
                 var c = classes[ins.className, default: ClassChanges()]
@@ -133,18 +130,6 @@ final class ChangeIndex {
     }
 
     var changedClasses: [String] { classes.keys.sorted() }
-
-    /// The instructions about one object, in order.
-    func instructions(_ className: String, _ ref: Value) -> [Instruction] {
-        if byObject == nil {
-            var all = [String: [Value: [Instruction]]]()
-            for set in changes {
-                for ins in set.instructions { all[ins.className, default: [:]][ins.primaryKey, default: []].append(ins) }
-            }
-            byObject = all
-        }
-        return byObject?[className]?[ref] ?? []
-    }
 
     func touches(_ className: String) -> Bool { incomplete || classes[className] != nil }
 }
@@ -211,6 +196,13 @@ final class ModificationFinder {
         }
         memo[className, default: [:]][tree] = rows
         return rows
+    }
+
+    /// Whether an observed object was erased in the range (when the range is incomplete:
+    /// whether it is missing now).
+    func isGone(_ info: ClassInfo, _ reference: Value, _ rowKey: Int64) throws -> Bool {
+        if index.classes[info.name]?.erased.contains(reference) == true { return true }
+        return try index.incomplete && store.readObject(info, rowKey, conn) == nil
     }
 
     /// The row keys of the objects of a class created in the range (that still exist).

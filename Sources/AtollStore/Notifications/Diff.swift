@@ -16,6 +16,7 @@ struct ListDiff {
     /// Moves are the elements outside a longest run kept in order (so they are as few as
     /// possible).
     init<T: Hashable>(old: [T], new: [T]) {
+        self.init()
         var start = 0
         while start < old.count, start < new.count, old[start] == new[start] { start += 1 }
         var oldEnd = old.count, newEnd = new.count
@@ -27,13 +28,23 @@ struct ListDiff {
         var newIndex = [T: Int](minimumCapacity: newEnd - start)
         for i in start..<newEnd { newIndex[new[i]] = i }
         var inOld = Set<T>(minimumCapacity: oldEnd - start)
-        // The new positions of the elements kept, in old order.
+        // The elements kept, with their old and new positions, in old order.
         var kept = [(old: Int, new: Int)]()
+        var removed = [Int](), added = [Int]()
         for i in start..<oldEnd {
             inOld.insert(old[i])
             if let j = newIndex[old[i]] { kept.append((i, j)) } else { removed.append(i) }
         }
         for j in start..<newEnd where !inOld.contains(new[j]) { added.append(j) }
+        self.init(removed: removed, added: added, kept: kept)
+    }
+
+    /// The difference given which old positions were removed, which new ones added, and where
+    /// each kept element went (in old order): the kept elements outside a longest run in
+    /// increasing new order moved.
+    init(removed: [Int], added: [Int], kept: [(old: Int, new: Int)]) {
+        self.removed = removed
+        self.added = added
         let stay = ListDiff.longestIncreasing(kept.map(\.new))
         var moved = [Move]()
         for (n, pair) in kept.enumerated() where !stay.contains(n) { moved.append(Move(from: pair.old, to: pair.new)) }
@@ -41,6 +52,8 @@ struct ListDiff {
         deletions = (removed + moved.map(\.from)).sorted()
         insertions = (added + moved.map(\.to)).sorted()
     }
+
+    init() {}
 
     /// The positions in `values` of one longest strictly increasing subsequence.
     static func longestIncreasing(_ values: [Int]) -> Set<Int> {

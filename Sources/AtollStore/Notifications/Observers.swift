@@ -199,8 +199,7 @@ final class ObjectObserver: Observer {
     override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
         let index = finder.index
         let callback = self.callback
-        let erased = index.classes[info.name]?.erased.contains(reference) == true
-        if try erased || (index.incomplete && store.readObject(info, rowKey, finder.conn) == nil) {
+        if try finder.isGone(info, reference, rowKey) {
             finished = true
             var change = ObjectChange(deleted: true)
             change.old = document
@@ -290,8 +289,7 @@ final class CollectionObserver: Observer {
     override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
         let index = finder.index
         let callback = self.callback
-        let erased = index.classes[info.name]?.erased.contains(reference) == true
-        if try erased || (index.incomplete && store.readObject(info, rowKey, finder.conn) == nil) {
+        if try finder.isGone(info, reference, rowKey) {
             finished = true
             var change = CollectionChange(initial: false)
             change.deleted = true
@@ -320,26 +318,15 @@ final class CollectionObserver: Observer {
                     modifiedNew.insert(j)
                 }
             }
-        case .set:
-            let diff = ListDiff(old: elements, new: newElements)
+        default:
+            // Lists and sets are replaced whole when updated: compared by value.
+            let diff = valueDiff(elements, newElements)
             change.deletions = diff.deletions
             change.insertions = diff.insertions
             change.moves = diff.moves
             change.deletedKeys = diff.removed.map { elements[$0] }
             change.insertedKeys = diff.added.map { newElements[$0] }
             let added = Set(diff.added)
-            for (j, v) in newElements.enumerated() where !added.contains(j) && isModifiedTarget(v, linkTargets, finder) {
-                modifiedNew.insert(j)
-            }
-        default:
-            let replay = replayList(finder, newCount: newElements.count) ?? valueReplay(elements, newElements)
-            change.deletions = replay.deletions
-            change.insertions = replay.insertions
-            change.moves = replay.moves
-            change.deletedKeys = replay.removed.map { elements[$0] }
-            change.insertedKeys = replay.added.map { newElements[$0] }
-            let added = Set(replay.added)
-            modifiedNew = replay.modified
             for (j, v) in newElements.enumerated() where !added.contains(j) && isModifiedTarget(v, linkTargets, finder) {
                 modifiedNew.insert(j)
             }
@@ -355,10 +342,11 @@ final class CollectionObserver: Observer {
         return { callback(change) }
     }
 
-    /// The difference of two lists by value, for when instructions cannot be replayed (the
-    /// list was replaced whole, or the log was pruned): equal elements are kept (the n-th
-    /// occurrence of a value matching its n-th occurrence), the others deleted or inserted.
-    private func valueReplay(_ old: [Value], _ new: [Value]) -> Replay {
+    /// The difference of two lists by value: equal elements are kept (the n-th occurrence of a
+    /// value matching its n-th occurrence), the others deleted or inserted. (When lists get
+    /// operations of their own, replaying their instructions will say more: which element
+    /// was set, which moved.)
+    private func valueDiff(_ old: [Value], _ new: [Value]) -> ListDiff {
         func tagged(_ values: [Value]) -> [TaggedValue] {
             var seen = [Value: Int]()
             return values.map { v in
@@ -367,14 +355,7 @@ final class CollectionObserver: Observer {
                 return TaggedValue(value: v, occurrence: n)
             }
         }
-        let diff = ListDiff(old: tagged(old), new: tagged(new))
-        var replay = Replay()
-        replay.deletions = diff.deletions
-        replay.insertions = diff.insertions
-        replay.moves = diff.moves
-        replay.removed = diff.removed
-        replay.added = diff.added
-        return replay
+        return ListDiff(old: tagged(old), new: tagged(new))
     }
 
     struct TaggedValue: Hashable {
@@ -394,65 +375,5 @@ final class CollectionObserver: Observer {
         guard !targets.isEmpty, let target = property.objectType.flatMap(finder.store.classInfo(ifExists:)),
               !element.isNull, let key = try? finder.rowKey(target, element) else { return false }
         return targets.contains(key)
-    }
-
-    struct Replay {
-        var deletions: [Int] = []
-        var insertions: [Int] = []
-        var moves: [Move] = []
-        var removed: [Int] = []
-        var added: [Int] = []
-        var modified = Set<Int>()
-    }
-
-    /// Replays the list instructions of the range on the old positions: which old elements
-    /// left, which are new, which were set. Nil when they do not add up (a pruned log).
-    private func replayList(_ finder: ModificationFinder, newCount: Int) -> Replay? {
-        guard !finder.index.incomplete else { return nil }
-        var origin: [Int?] = Array(elements.indices)
-        var setHere = [Bool](repeating: false, count: elements.count)
-        for ins in finder.index.instructions(info.name, reference) {
-            guard ins.path.first == .key(property.name) else { continue }
-            if ins.path.count > 1 {
-                // A change inside an embedded element.
-                guard case .index(let i) = ins.path[1], setHere.indices.contains(i) else { return nil }
-                setHere[i] = true
-                continue
-            }
-            switch ins.op {
-            case .listInsert:
-                guard let i = ins.index, (0...origin.count).contains(i) else { return nil }
-                origin.insert(nil, at: i)
-                setHere.insert(false, at: i)
-            case .listErase:
-                guard let i = ins.index, origin.indices.contains(i) else { return nil }
-                origin.remove(at: i)
-                setHere.remove(at: i)
-            case .listSet:
-                guard let i = ins.index, origin.indices.contains(i) else { return nil }
-                setHere[i] = true
-            case .listMove:
-                guard let i = ins.index, let j = ins.toIndex, origin.indices.contains(i), origin.indices.contains(j) else { return nil }
-                let o = origin.remove(at: i), s = setHere.remove(at: i)
-                origin.insert(o, at: j)
-                setHere.insert(s, at: j)
-            case .listClear, .set:
-                return nil  // replaced whole: compared by value instead
-            default:
-                continue
-            }
-        }
-        guard origin.count == newCount else { return nil }
-        var replay = Replay()
-        let keptOld = Set(origin.compactMap { $0 })
-        replay.removed = elements.indices.filter { !keptOld.contains($0) }
-        replay.added = origin.indices.filter { origin[$0] == nil }
-        let kept = origin.enumerated().compactMap { j, o in o.map { (old: $0, new: j) } }
-        let stay = ListDiff.longestIncreasing(kept.map(\.old))
-        for (n, pair) in kept.enumerated() where !stay.contains(n) { replay.moves.append(Move(from: pair.old, to: pair.new)) }
-        replay.deletions = (replay.removed + replay.moves.map(\.from)).sorted()
-        replay.insertions = (replay.added + replay.moves.map(\.to)).sorted()
-        replay.modified = Set(setHere.indices.filter { setHere[$0] && origin[$0] != nil })
-        return replay
     }
 }
