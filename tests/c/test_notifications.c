@@ -93,6 +93,16 @@ static bool put_(atoll_realm_t *r, const char *cls, const char *obj, const char 
 #define BEGIN(r) CHECK(atoll_realm_begin_write(r))
 #define COMMIT(r) CHECK(atoll_realm_commit(r))
 #define DELIVER(r) CHECK(atoll_realm_deliver_notifications(r))
+/* A write transaction of one PUT or one DEL: COMMIT_PUT(r, "Dog", "{'id': 1}") stands for
+ * BEGIN(r); PUT(r, "Dog", "{'id': 1}"); COMMIT(r); and makes their three checks. */
+#define WRITE_ONE(r, op, cls, arg)                                                                 \
+    do {                                                                                           \
+        BEGIN(r);                                                                                  \
+        op(r, cls, arg);                                                                           \
+        COMMIT(r);                                                                                 \
+    } while (0)
+#define COMMIT_PUT(r, cls, obj) WRITE_ONE(r, PUT, cls, obj)
+#define COMMIT_DEL(r, cls, key) WRITE_ONE(r, DEL, cls, key)
 
 /* Person first..last ({"id": i, "name": "p<i>", "age": i}) in one transaction. */
 static void people(atoll_realm_t *r, int first, int last) {
@@ -162,6 +172,15 @@ static void inbox_destroy(inbox_t *in) {
     pthread_cond_destroy(&in->cv);
     pthread_mutex_destroy(&in->mu);
 }
+
+/* Each of a list of inboxes initialized, or destroyed: INIT_INBOXES(&a, &b, &c). */
+static void each_inbox_(void (*fn)(inbox_t *), inbox_t *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++) fn(list[i]);
+}
+#define INBOX_LIST_(...)                                                                           \
+    (inbox_t *const[]){ __VA_ARGS__ }, sizeof((inbox_t *const[]){ __VA_ARGS__ }) / sizeof(inbox_t *)
+#define INIT_INBOXES(...) each_inbox_(inbox_init, INBOX_LIST_(__VA_ARGS__))
+#define DESTROY_INBOXES(...) each_inbox_(inbox_destroy, INBOX_LIST_(__VA_ARGS__))
 
 static void on_change(void *userdata, const char *changes_json) {
     inbox_t *in = userdata;
@@ -236,15 +255,59 @@ static int freed_of(inbox_t *in) {
     return n;
 }
 
-/* The only change taken from a host-delivery inbox (a borrowed reference into `*batch`, which
- * the caller decrefs); NULL, and a failed check, unless exactly one arrived. */
-static json_t *only_(json_t *batch, const char *file, int line) {
+/* What an inbox received, checked in one line. `wait_for`: as for take() (0 for host delivery,
+ * where the test delivered first). Each is a macro, so that a failure names the test's line. */
+
+/* Takes the changes on `in` and returns the only one (a new reference, which the caller
+ * decrefs); NULL, and a failed check, unless exactly one arrived. */
+static json_t *take_one_(inbox_t *in, size_t wait_for, const char *file, int line) {
+    json_t *batch = take(in, wait_for);
     char expr[64];
     snprintf(expr, sizeof expr, "exactly one change (got %zu)", json_array_size(batch));
     atoll_check_(json_array_size(batch) == 1, expr, file, line);
-    return json_array_size(batch) == 1 ? json_array_get(batch, 0) : NULL;
+    json_t *one = json_array_size(batch) == 1 ? json_incref(json_array_get(batch, 0)) : NULL;
+    json_decref(batch);
+    return one;
 }
-#define ONLY(batch) only_((batch), __FILE__, __LINE__)
+#define TAKE_ONE(in) take_one_((in), 0, __FILE__, __LINE__)
+
+/* Exactly one change arrived, and it (or, when `member` is not NULL, its member `member`) equals
+ * `expected`: two checks, the count and the value. */
+static bool expect_one_(inbox_t *in, size_t wait_for, const char *member, const char *expected,
+                        const char *expr, const char *file, int line) {
+    json_t *one = take_one_(in, wait_for, file, line);
+    bool ok = check_json_(member && one ? json_object_get(one, member) : one, expected, expr, file,
+                          line);
+    json_decref(one);
+    return ok;
+}
+/* Host delivery: the one change now on `in` equals `expected`. */
+#define EXPECT_ONE(in, expected)                                                                   \
+    expect_one_((in), 0, NULL, (expected), "the change on " #in, __FILE__, __LINE__)
+/* Host delivery: the one change now on `in` has `member` equal to `expected`. */
+#define EXPECT_ONE_MEMBER(in, member, expected)                                                    \
+    expect_one_((in), 0, (member), (expected), "member " #member " of the change on " #in,        \
+                __FILE__, __LINE__)
+/* Thread delivery: waits for a change on `in`; it is the only one and equals `expected`. */
+#define AWAIT_ONE(in, expected)                                                                    \
+    expect_one_((in), 1, NULL, (expected), "the change on " #in, __FILE__, __LINE__)
+
+/* Exactly `n` changes arrived (after waiting, up to WAIT_S, for `wait_for` of them). */
+static bool expect_changes_(inbox_t *in, size_t wait_for, size_t n, const char *expr,
+                            const char *file, int line) {
+    json_t *batch = take(in, wait_for);
+    bool ok = atoll_check_int_((long long)json_array_size(batch), (long long)n, expr, file, line);
+    json_decref(batch);
+    return ok;
+}
+/* Host delivery: exactly `n` changes are on `in` now. */
+#define EXPECT_CHANGES(in, n)                                                                      \
+    expect_changes_((in), 0, (n), "changes on " #in " == " #n, __FILE__, __LINE__)
+/* Host delivery: nothing is on `in`. */
+#define EXPECT_NONE(in) EXPECT_CHANGES(in, 0)
+/* Thread delivery: waits for `n` changes on `in`; exactly `n` arrived. */
+#define AWAIT_CHANGES(in, n)                                                                       \
+    expect_changes_((in), (n), (n), "changes on " #in " == " #n, __FILE__, __LINE__)
 
 /* Collects, from changes arriving on `in`, the members `member` (arrays) until `want` elements
  * are there or WAIT_S passes; returns the concatenation (new reference). */
@@ -296,6 +359,19 @@ static const char *collection_change(bool initial, bool deleted, const char *del
              modifications, moves, deleted_keys, inserted_keys, modified_keys, count);
     return text;
 }
+
+/* A collection observer's initial call, for a collection of `count` elements. */
+static const char *initial_collection(int count) {
+    return collection_change(true, false, "[]", "[]", "[]", "[]", "[]", "[]", "[]", count);
+}
+
+/* atoll_token_free() of each of a list of tokens, in order (NULL ones included). */
+static void free_tokens_(atoll_token_t *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++) atoll_token_free(list[i]);
+}
+#define FREE_TOKENS(...)                                                                           \
+    free_tokens_((atoll_token_t *const[]){ __VA_ARGS__ },                                          \
+                 sizeof((atoll_token_t *const[]){ __VA_ARGS__ }) / sizeof(atoll_token_t *))
 
 /* MARK: - Another process */
 
@@ -373,9 +449,7 @@ static void test_results_insert_delete_modify(void) {
     CHECK(readable_within(fd, WAIT_S)); /* the initial call is due */
     DELIVER(r);
     CHECK_OK();
-    json_t *batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), initial_results(4));
-    json_decref(batch);
+    EXPECT_ONE(&in, initial_results(4));
 
     BEGIN(r);
     PUT(r, "Person", "{'id': 6, 'name': 'p6', 'age': 6}");
@@ -386,10 +460,8 @@ static void test_results_insert_delete_modify(void) {
     CHECK_INT(calls_of(&in), 1); /* host delivery: nothing until the host delivers */
     CHECK(readable_within(fd, WAIT_S));
     DELIVER(r);
-    batch = take(&in, 0);
     /* old: 2 3 4 5; new: 1 2 4 5 6 */
-    CHECK_JSON(ONLY(batch), results_change("[1]", "[0, 4]", "[2]", "[]", "[3]", "[1, 6]", "[4]", 5));
-    json_decref(batch);
+    EXPECT_ONE(&in, results_change("[1]", "[0, 4]", "[2]", "[]", "[3]", "[1, 6]", "[4]", 5));
     CHECK_INT(in.probe_count, 5); /* inside the callback the realm shows the new state */
 
     /* A commit that does not touch the results delivers nothing; neither does a delivery
@@ -400,18 +472,12 @@ static void test_results_insert_delete_modify(void) {
     COMMIT(r);
     DELIVER(r);
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
+    EXPECT_NONE(&in);
 
     /* A modification only. */
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 5, 'name': 'five'}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Person", "{'id': 5, 'name': 'five'}");
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[]", "[3]", "[]", "[]", "[]", "[5]", 5));
-    json_decref(batch);
+    EXPECT_ONE(&in, results_change("[]", "[]", "[3]", "[]", "[]", "[]", "[5]", 5));
 
     /* Everything leaves. */
     BEGIN(r);
@@ -420,10 +486,8 @@ static void test_results_insert_delete_modify(void) {
     atoll_results_free(all);
     COMMIT(r);
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), results_change("[0, 1, 2, 3, 4]", "[]", "[]", "[]", "[1, 2, 4, 5, 6]",
-                                           "[]", "[]", 0));
-    json_decref(batch);
+    EXPECT_ONE(&in, results_change("[0, 1, 2, 3, 4]", "[]", "[]", "[]", "[1, 2, 4, 5, 6]", "[]", "[]",
+                                   0));
 
     atoll_token_free(token);
     CHECK_INT(in.freed, 1);
@@ -452,10 +516,8 @@ static void test_sorted_results_report_moves(void) {
     PUT(r, "Person", "{'id': 3, 'name': 'three'}");
     COMMIT(r);
     DELIVER(r);
-    json_t *batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), results_change("[0]", "[4]", "[1, 4]", "[{'from': 0, 'to': 4}]", "[]", "[]",
-                                           "[3, 1]", 5));
-    json_decref(batch);
+    EXPECT_ONE(&in, results_change("[0]", "[4]", "[1, 4]", "[{'from': 0, 'to': 4}]", "[]", "[]",
+                                   "[3, 1]", 5));
 
     /* Descending sort, one object moves to the front. 2 3 4 5 1(99) sorted DESC by age is
      * 1 5 4 3 2; now 2 gets age 100: 2 1 5 4 3. */
@@ -465,23 +527,17 @@ static void test_sorted_results_report_moves(void) {
     atoll_token_t *t2 = atoll_results_observe(desc, NULL, on_change, &in2, NULL);
     DELIVER(r);
     json_decref(take(&in2, 0));
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 2, 'age': 100}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Person", "{'id': 2, 'age': 100}");
     DELIVER(r);
-    batch = take(&in2, 0);
-    CHECK_JSON(ONLY(batch), results_change("[4]", "[0]", "[0]", "[{'from': 4, 'to': 0}]", "[]", "[]",
-                                           "[2]", 5));
-    json_decref(batch);
+    EXPECT_ONE(&in2, results_change("[4]", "[0]", "[0]", "[{'from': 4, 'to': 0}]", "[]", "[]",
+                                    "[2]", 5));
     json_decref(take(&in, 0));
 
-    atoll_token_free(t2);
-    atoll_token_free(token);
+    FREE_TOKENS(t2, token);
     atoll_results_free(desc);
     atoll_results_free(res);
     atoll_realm_close(r);
-    inbox_destroy(&in2);
-    inbox_destroy(&in);
+    DESTROY_INBOXES(&in2, &in);
 }
 
 static void test_string_and_row_keys(void) {
@@ -499,9 +555,7 @@ static void test_string_and_row_keys(void) {
     atoll_results_t *tags = atoll_results_query(r, "Tag", NULL, NULL);
     atoll_results_t *notes = atoll_results_query(r, "Note", NULL, NULL);
     inbox_t in_tags, in_notes, in_note;
-    inbox_init(&in_tags);
-    inbox_init(&in_notes);
-    inbox_init(&in_note);
+    INIT_INBOXES(&in_tags, &in_notes, &in_note);
     atoll_token_t *t1 = atoll_results_observe(tags, NULL, on_change, &in_tags, NULL);
     atoll_token_t *t2 = atoll_results_observe(notes, NULL, on_change, &in_notes, NULL);
     atoll_token_t *t3 = atoll_object_observe(r, "Note", "102", NULL, on_change, &in_note, NULL);
@@ -524,18 +578,15 @@ static void test_string_and_row_keys(void) {
     COMMIT(r);
     DELIVER(r);
 
-    json_t *batch = take(&in_tags, 0);
-    CHECK_JSON(ONLY(batch), results_change("[1]", "[2]", "[1]", "[]", "['b']", "['d']", "['c']", 3));
-    json_decref(batch);
+    EXPECT_ONE(&in_tags, results_change("[1]", "[2]", "[1]", "[]", "['b']", "['d']", "['c']", 3));
     /* old 101 102 103, new 101 103 n4 */
-    batch = take(&in_notes, 0);
-    json_t *c = ONLY(batch);
+    json_t *c = TAKE_ONE(&in_notes);
     json_t *inserted = json_object_get(c, "insertedKeys");
     CHECK(json_array_size(inserted) == 1 && json_is_integer(json_array_get(inserted, 0)));
     json_t *key4 = json_integer(json_integer_value(json_array_get(inserted, 0)));
     json_object_set_new(c, "insertedKeys", json_array());
     CHECK_JSON(c, results_change("[1]", "[2]", "[1]", "[]", "[102]", "[]", "[103]", 3));
-    json_decref(batch);
+    json_decref(c);
     /* The new note's key is the one its observer takes. */
     char *key_text = json_dumps(key4, JSON_ENCODE_ANY);
     atoll_token_t *t4 = atoll_object_observe(r, "Note", key_text, NULL, on_change, &in_note, NULL);
@@ -543,24 +594,18 @@ static void test_string_and_row_keys(void) {
     free(key_text);
     json_decref(key4);
     /* The note's own observer: deleted, with the note as last seen. */
-    batch = take(&in_note, 0);
-    c = ONLY(batch);
+    c = TAKE_ONE(&in_note);
     CHECK(json_is_true(json_object_get(c, "deleted")));
     CHECK_JSON(json_object_get(c, "changedProperties"), "[]");
     CHECK_JSON(json_object_get(c, "new"), "{}");
     CHECK_STR(atoll_jstr(json_object_get(c, "old"), "text"), "n2");
-    json_decref(batch);
+    json_decref(c);
 
-    atoll_token_free(t1);
-    atoll_token_free(t2);
-    atoll_token_free(t3);
-    atoll_token_free(t4);
+    FREE_TOKENS(t1, t2, t3, t4);
     atoll_results_free(tags);
     atoll_results_free(notes);
     atoll_realm_close(r);
-    inbox_destroy(&in_tags);
-    inbox_destroy(&in_notes);
-    inbox_destroy(&in_note);
+    DESTROY_INBOXES(&in_tags, &in_notes, &in_note);
 }
 
 /* MARK: - Key paths */
@@ -576,10 +621,7 @@ static void test_key_path_filters(void) {
     COMMIT(r);
     atoll_results_t *res = atoll_results_query(r, "Person", "TRUEPREDICATE SORT(id ASC)", NULL);
     inbox_t all, names, dog_names, cities;
-    inbox_init(&all);
-    inbox_init(&names);
-    inbox_init(&dog_names);
-    inbox_init(&cities);
+    INIT_INBOXES(&all, &names, &dog_names, &cities);
     atoll_token_t *tokens[4] = {
         atoll_results_observe(res, NULL, on_change, &all, NULL),
         atoll_results_observe(res, J("['name']"), on_change, &names, NULL),
@@ -589,82 +631,39 @@ static void test_key_path_filters(void) {
     CHECK(tokens[0] && tokens[1] && tokens[2] && tokens[3]);
     DELIVER(r);
     inbox_t *inboxes[4] = { &all, &names, &dog_names, &cities };
-    for (int i = 0; i < 4; i++) {
-        json_t *batch = take(inboxes[i], 0);
-        CHECK_JSON(ONLY(batch), initial_results(2));
-        json_decref(batch);
-    }
-    json_t *batch;
+    for (int i = 0; i < 4; i++) EXPECT_ONE(inboxes[i], initial_results(2));
 
     /* A dog's age: only the observer without key paths sees Ann change. */
-    BEGIN(r);
-    PUT(r, "Dog", "{'id': 10, 'age': 5}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Dog", "{'id': 10, 'age': 5}");
     DELIVER(r);
-    batch = take(&all, 0);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[]", "[0]", "[]", "[]", "[]", "[1]", 2));
-    json_decref(batch);
-    for (int i = 1; i < 4; i++) {
-        batch = take(inboxes[i], 0);
-        CHECK_INT(json_array_size(batch), 0);
-        json_decref(batch);
-    }
+    EXPECT_ONE(&all, results_change("[]", "[]", "[0]", "[]", "[]", "[]", "[1]", 2));
+    for (int i = 1; i < 4; i++) EXPECT_NONE(inboxes[i]);
 
     /* A dog's name: "dogs.name" counts it (Bob's dog); "name" and "addresses.city" do not. */
-    BEGIN(r);
-    PUT(r, "Dog", "{'id': 11, 'name': 'Max'}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Dog", "{'id': 11, 'name': 'Max'}");
     DELIVER(r);
-    batch = take(&all, 0);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[]", "[1]", "[]", "[]", "[]", "[2]", 2));
-    json_decref(batch);
-    batch = take(&dog_names, 0);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[]", "[1]", "[]", "[]", "[]", "[2]", 2));
-    json_decref(batch);
-    batch = take(&names, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
-    batch = take(&cities, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
+    EXPECT_ONE(&all, results_change("[]", "[]", "[1]", "[]", "[]", "[]", "[2]", 2));
+    EXPECT_ONE(&dog_names, results_change("[]", "[]", "[1]", "[]", "[]", "[]", "[2]", 2));
+    EXPECT_NONE(&names);
+    EXPECT_NONE(&cities);
 
     /* A street in an embedded list: the list is replaced whole, which is a change of the list
      * itself, so "addresses.city" counts it too; "name" and "dogs.name" do not. */
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 1, 'addresses': [{'city': 'Oslo', 'street': 'B'}]}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Person", "{'id': 1, 'addresses': [{'city': 'Oslo', 'street': 'B'}]}");
     DELIVER(r);
-    batch = take(&all, 0);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[]", "[0]", "[]", "[]", "[]", "[1]", 2));
-    json_decref(batch);
-    batch = take(&cities, 0);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[]", "[0]", "[]", "[]", "[]", "[1]", 2));
-    json_decref(batch);
-    batch = take(&names, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
-    batch = take(&dog_names, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
+    EXPECT_ONE(&all, results_change("[]", "[]", "[0]", "[]", "[]", "[]", "[1]", 2));
+    EXPECT_ONE(&cities, results_change("[]", "[]", "[0]", "[]", "[]", "[]", "[1]", 2));
+    EXPECT_NONE(&names);
+    EXPECT_NONE(&dog_names);
 
     /* A name: "name" and "dogs.name" count it, "addresses.city" does not. */
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 2, 'name': 'Bo'}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Person", "{'id': 2, 'name': 'Bo'}");
     DELIVER(r);
     const char *bo = results_change("[]", "[]", "[1]", "[]", "[]", "[]", "[2]", 2);
-    batch = take(&names, 0);
-    CHECK_JSON(ONLY(batch), bo);
-    json_decref(batch);
-    batch = take(&dog_names, 0);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[]", "[1]", "[]", "[]", "[]", "[2]", 2));
-    json_decref(batch);
-    batch = take(&all, 0);
-    CHECK_INT(json_array_size(batch), 1);
-    json_decref(batch);
-    batch = take(&cities, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
+    EXPECT_ONE(&names, bo);
+    EXPECT_ONE(&dog_names, results_change("[]", "[]", "[1]", "[]", "[]", "[]", "[2]", 2));
+    EXPECT_CHANGES(&all, 1);
+    EXPECT_NONE(&cities);
 
     /* Insertions and deletions always count, whatever the key paths. */
     BEGIN(r);
@@ -672,11 +671,8 @@ static void test_key_path_filters(void) {
     DEL(r, "Person", "1");
     COMMIT(r);
     DELIVER(r);
-    for (int i = 0; i < 4; i++) {
-        batch = take(inboxes[i], 0);
-        CHECK_JSON(ONLY(batch), results_change("[0]", "[1]", "[]", "[]", "[1]", "[3]", "[]", 2));
-        json_decref(batch);
-    }
+    for (int i = 0; i < 4; i++)
+        EXPECT_ONE(inboxes[i], results_change("[0]", "[1]", "[]", "[]", "[1]", "[3]", "[]", 2));
 
     for (int i = 0; i < 4; i++) atoll_token_free(tokens[i]);
     atoll_results_free(res);
@@ -695,101 +691,61 @@ static void test_object_old_new_and_deletion(void) {
     PUT(r, "Person", "{'id': 1, 'name': 'Ann', 'age': 30, 'dog': 10}");
     PUT(r, "Person", "{'id': 2, 'name': 'Bob', 'dogs': [11]}");
     COMMIT(r);
-    inbox_t in, age_only, bob;
-    inbox_init(&in);
-    inbox_init(&age_only);
-    inbox_init(&bob);
+    inbox_t in, age_only, bob, dog_name;
+    INIT_INBOXES(&in, &age_only, &bob, &dog_name);
     atoll_token_t *token = atoll_object_observe(r, "Person", "1", NULL, on_change, &in, on_free);
     CHECK_OK();
     atoll_token_t *filtered = atoll_object_observe(r, "Person", "1", J("['age']"), on_change, &age_only, on_free);
     atoll_token_t *bobs = atoll_object_observe(r, "Person", "2", NULL, on_change, &bob, NULL);
-    inbox_t dog_name;
-    inbox_init(&dog_name);
     atoll_token_t *by_dog_name = atoll_object_observe(r, "Person", "1", J("['dog.name']"), on_change, &dog_name, NULL);
     CHECK(token && filtered && bobs && by_dog_name);
     DELIVER(r);
     CHECK_INT(calls_of(&in), 0); /* no initial call */
 
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 1, 'name': 'Anna', 'age': 31}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Person", "{'id': 1, 'name': 'Anna', 'age': 31}");
     DELIVER(r);
-    json_t *batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), "{'deleted': false, 'changedProperties': ['name', 'age'],"
-                            " 'old': {'name': 'Ann', 'age': 30}, 'new': {'name': 'Anna', 'age': 31}}");
-    json_decref(batch);
-    batch = take(&age_only, 0);
-    CHECK_JSON(ONLY(batch), "{'deleted': false, 'changedProperties': ['age'],"
-                            " 'old': {'age': 30}, 'new': {'age': 31}}");
-    json_decref(batch);
-    batch = take(&bob, 0);
-    CHECK_INT(json_array_size(batch), 0); /* another object's change */
-    json_decref(batch);
+    EXPECT_ONE(&in, "{'deleted': false, 'changedProperties': ['name', 'age'],"
+                    " 'old': {'name': 'Ann', 'age': 30}, 'new': {'name': 'Anna', 'age': 31}}");
+    EXPECT_ONE(&age_only, "{'deleted': false, 'changedProperties': ['age'],"
+                          " 'old': {'age': 30}, 'new': {'age': 31}}");
+    EXPECT_NONE(&bob); /* another object's change */
 
-    batch = take(&dog_name, 0);
-    CHECK_INT(json_array_size(batch), 0); /* neither name nor age is the dog's name */
-    json_decref(batch);
+    EXPECT_NONE(&dog_name); /* neither name nor age is the dog's name */
 
     /* A change of the linked dog counts as a change of `dog` (the link itself is the same), as
      * the key paths allow: its age is not "dog.name". */
-    BEGIN(r);
-    PUT(r, "Dog", "{'id': 10, 'age': 9}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Dog", "{'id': 10, 'age': 9}");
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(json_object_get(ONLY(batch), "changedProperties"), "['dog']");
-    json_decref(batch);
-    batch = take(&dog_name, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
-    BEGIN(r);
-    PUT(r, "Dog", "{'id': 10, 'name': 'Max'}");
-    COMMIT(r);
+    EXPECT_ONE_MEMBER(&in, "changedProperties", "['dog']");
+    EXPECT_NONE(&dog_name);
+    COMMIT_PUT(r, "Dog", "{'id': 10, 'name': 'Max'}");
     DELIVER(r);
-    batch = take(&in, 0);
-    json_t *c = ONLY(batch);
+    json_t *c = TAKE_ONE(&in);
     CHECK_JSON(json_object_get(c, "changedProperties"), "['dog']");
     CHECK(json_is_false(json_object_get(c, "deleted")));
-    json_decref(batch);
-    batch = take(&dog_name, 0);
-    CHECK_JSON(json_object_get(ONLY(batch), "changedProperties"), "['dog']");
-    json_decref(batch);
-    batch = take(&age_only, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
+    json_decref(c);
+    EXPECT_ONE_MEMBER(&dog_name, "changedProperties", "['dog']");
+    EXPECT_NONE(&age_only);
 
     /* Deleting the dog nulls the link: a changed link property, old 10, new null. */
-    BEGIN(r);
-    DEL(r, "Dog", "10");
-    COMMIT(r);
+    COMMIT_DEL(r, "Dog", "10");
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), "{'deleted': false, 'changedProperties': ['dog'], 'old': {'dog': 10},"
-                            " 'new': {'dog': null}}");
-    json_decref(batch);
-    batch = take(&age_only, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
+    EXPECT_ONE(&in, "{'deleted': false, 'changedProperties': ['dog'], 'old': {'dog': 10},"
+                    " 'new': {'dog': null}}");
+    EXPECT_NONE(&age_only);
     json_t *ann = GET(r, "Person", "1");
     CHECK(ann != NULL && json_is_null(json_object_get(ann, "dog")));
     json_decref(ann);
 
     /* A change of a dog in a list of links counts as a change of `dogs`. */
-    BEGIN(r);
-    PUT(r, "Dog", "{'id': 11, 'age': 7}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Dog", "{'id': 11, 'age': 7}");
     DELIVER(r);
-    batch = take(&bob, 0);
-    CHECK_JSON(json_object_get(ONLY(batch), "changedProperties"), "['dogs']");
-    json_decref(batch);
+    EXPECT_ONE_MEMBER(&bob, "changedProperties", "['dogs']");
 
     /* Deleted: the object as last seen, and nothing more after that. */
-    BEGIN(r);
-    DEL(r, "Person", "1");
-    COMMIT(r);
+    COMMIT_DEL(r, "Person", "1");
     DELIVER(r);
-    batch = take(&in, 0);
-    c = ONLY(batch);
+    c = TAKE_ONE(&in);
     CHECK(json_is_true(json_object_get(c, "deleted")));
     CHECK_JSON(json_object_get(c, "changedProperties"), "[]");
     CHECK_JSON(json_object_get(c, "new"), "{}");
@@ -798,29 +754,19 @@ static void test_object_old_new_and_deletion(void) {
     CHECK_INT(atoll_jint(old, "age"), 31);
     CHECK_INT(atoll_jint(old, "id"), 1);
     CHECK(json_is_null(json_object_get(old, "dog")));
-    json_decref(batch);
-    batch = take(&age_only, 0);
-    CHECK(json_is_true(json_object_get(ONLY(batch), "deleted")));
-    json_decref(batch);
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 1, 'name': 'again'}");
-    COMMIT(r);
+    json_decref(c);
+    EXPECT_ONE_MEMBER(&age_only, "deleted", "true");
+    COMMIT_PUT(r, "Person", "{'id': 1, 'name': 'again'}");
     DELIVER(r);
     CHECK_INT(calls_of(&in), 5);
     CHECK_INT(calls_of(&age_only), 2);
 
-    atoll_token_free(token);
-    atoll_token_free(filtered);
-    atoll_token_free(bobs);
-    atoll_token_free(by_dog_name);
-    inbox_destroy(&dog_name);
+    FREE_TOKENS(token, filtered, bobs, by_dog_name);
     CHECK_INT(freed_of(&in), 1);
     CHECK_INT(freed_of(&age_only), 1);
     CHECK_INT(in.bad + age_only.bad + bob.bad, 0);
     atoll_realm_close(r);
-    inbox_destroy(&in);
-    inbox_destroy(&age_only);
-    inbox_destroy(&bob);
+    DESTROY_INBOXES(&in, &age_only, &bob, &dog_name);
 }
 
 /* MARK: - Collections */
@@ -828,13 +774,9 @@ static void test_object_old_new_and_deletion(void) {
 static void test_list_set_and_dictionary(void) {
     atoll_realm_t *r = open_realm(atoll_tmp_realm_path("collections"), "host");
     if (!CHECK(r != NULL)) return;
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 1, 'numbers': [1, 2, 3, 4], 'tags': ['a', 'b'], 'scores': {'x': 1, 'y': 2}}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Person", "{'id': 1, 'numbers': [1, 2, 3, 4], 'tags': ['a', 'b'], 'scores': {'x': 1, 'y': 2}}");
     inbox_t list, set, dict;
-    inbox_init(&list);
-    inbox_init(&set);
-    inbox_init(&dict);
+    INIT_INBOXES(&list, &set, &dict);
     atoll_token_t *tokens[3] = {
         atoll_collection_observe(r, "Person", "1", "numbers", NULL, on_change, &list, on_free),
         atoll_collection_observe(r, "Person", "1", "tags", NULL, on_change, &set, on_free),
@@ -842,57 +784,33 @@ static void test_list_set_and_dictionary(void) {
     };
     CHECK(tokens[0] && tokens[1] && tokens[2]);
     DELIVER(r);
-    json_t *batch = take(&list, 0);
-    CHECK_JSON(ONLY(batch), collection_change(true, false, "[]", "[]", "[]", "[]", "[]", "[]", "[]", 4));
-    json_decref(batch);
-    batch = take(&set, 0);
-    CHECK_JSON(ONLY(batch), collection_change(true, false, "[]", "[]", "[]", "[]", "[]", "[]", "[]", 2));
-    json_decref(batch);
-    batch = take(&dict, 0);
-    CHECK_JSON(ONLY(batch), collection_change(true, false, "[]", "[]", "[]", "[]", "[]", "[]", "[]", 2));
-    json_decref(batch);
+    EXPECT_ONE(&list, initial_collection(4));
+    EXPECT_ONE(&set, initial_collection(2));
+    EXPECT_ONE(&dict, initial_collection(2));
 
     /* Lists are replaced whole; the change is computed by value. */
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 1, 'numbers': [9, 4, 1, 33], 'tags': ['b', 'c'], 'scores': {'y': 20, 'z': 3}}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Person", "{'id': 1, 'numbers': [9, 4, 1, 33], 'tags': ['b', 'c'], 'scores': {'y': 20, 'z': 3}}");
     DELIVER(r);
     /* old 1 2 3 4 -> new 9 4 1 33: 2 and 3 deleted, 9 and 33 inserted, 1 moved from 0 to 2. */
-    batch = take(&list, 0);
-    CHECK_JSON(ONLY(batch), collection_change(false, false, "[0, 1, 2]", "[0, 2, 3]", "[]",
-                                              "[{'from': 0, 'to': 2}]", "[2, 3]", "[9, 33]", "[]", 4));
-    json_decref(batch);
-    batch = take(&set, 0);
-    CHECK_JSON(ONLY(batch), collection_change(false, false, "[0]", "[1]", "[]", "[]", "['a']", "['c']",
-                                              "[]", 2));
-    json_decref(batch);
+    EXPECT_ONE(&list, collection_change(false, false, "[0, 1, 2]", "[0, 2, 3]", "[]",
+                                        "[{'from': 0, 'to': 2}]", "[2, 3]", "[9, 33]", "[]", 4));
+    EXPECT_ONE(&set, collection_change(false, false, "[0]", "[1]", "[]", "[]", "['a']", "['c']", "[]",
+                                       2));
     /* Dictionaries: indices in key order, keys are the dictionary's keys. old x y, new y z. */
-    batch = take(&dict, 0);
-    CHECK_JSON(ONLY(batch), collection_change(false, false, "[0]", "[1]", "[0]", "[]", "['x']", "['z']",
-                                              "['y']", 2));
-    json_decref(batch);
+    EXPECT_ONE(&dict, collection_change(false, false, "[0]", "[1]", "[0]", "[]", "['x']", "['z']",
+                                        "['y']", 2));
 
     /* Another property of the owner changes nothing of the collections. */
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 1, 'name': 'renamed'}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Person", "{'id': 1, 'name': 'renamed'}");
     DELIVER(r);
     CHECK_INT(calls_of(&list) + calls_of(&set) + calls_of(&dict), 6);
 
     /* The owner deleted: a last call with "deleted": true, then nothing. */
-    BEGIN(r);
-    DEL(r, "Person", "1");
-    COMMIT(r);
+    COMMIT_DEL(r, "Person", "1");
     DELIVER(r);
     inbox_t *inboxes[3] = { &list, &set, &dict };
-    for (int i = 0; i < 3; i++) {
-        batch = take(inboxes[i], 0);
-        CHECK(json_is_true(json_object_get(ONLY(batch), "deleted")));
-        json_decref(batch);
-    }
-    BEGIN(r);
-    PUT(r, "Person", "{'id': 1, 'numbers': [5]}");
-    COMMIT(r);
+    for (int i = 0; i < 3; i++) EXPECT_ONE_MEMBER(inboxes[i], "deleted", "true");
+    COMMIT_PUT(r, "Person", "{'id': 1, 'numbers': [5]}");
     DELIVER(r);
     CHECK_INT(calls_of(&list) + calls_of(&set) + calls_of(&dict), 9);
 
@@ -914,8 +832,7 @@ static void test_list_of_links(void) {
     PUT(r, "Person", "{'id': 1, 'dogs': [10, 11]}");
     COMMIT(r);
     inbox_t in, names;
-    inbox_init(&in);
-    inbox_init(&names);
+    INIT_INBOXES(&in, &names);
     atoll_token_t *token = atoll_collection_observe(r, "Person", "1", "dogs", NULL, on_change, &in, NULL);
     atoll_token_t *named = atoll_collection_observe(r, "Person", "1", "dogs", J("['name']"), on_change,
                                                     &names, NULL);
@@ -925,40 +842,24 @@ static void test_list_of_links(void) {
     json_decref(take(&names, 0));
 
     /* A linked dog's age: a modification (its index, its key) unless the key paths leave it out. */
-    BEGIN(r);
-    PUT(r, "Dog", "{'id': 11, 'age': 2}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Dog", "{'id': 11, 'age': 2}");
     DELIVER(r);
-    json_t *batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), collection_change(false, false, "[]", "[]", "[1]", "[]", "[]", "[]", "[11]", 2));
-    json_decref(batch);
-    batch = take(&names, 0);
-    CHECK_INT(json_array_size(batch), 0);
-    json_decref(batch);
+    EXPECT_ONE(&in, collection_change(false, false, "[]", "[]", "[1]", "[]", "[]", "[]", "[11]", 2));
+    EXPECT_NONE(&names);
 
-    BEGIN(r);
-    PUT(r, "Dog", "{'id': 10, 'name': 'Max'}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Dog", "{'id': 10, 'name': 'Max'}");
     DELIVER(r);
-    batch = take(&names, 0);
-    CHECK_JSON(ONLY(batch), collection_change(false, false, "[]", "[]", "[0]", "[]", "[]", "[]", "[10]", 2));
-    json_decref(batch);
+    EXPECT_ONE(&names, collection_change(false, false, "[]", "[]", "[0]", "[]", "[]", "[]", "[10]", 2));
     json_decref(take(&in, 0));
 
     /* A linked dog deleted: it leaves the list. */
-    BEGIN(r);
-    DEL(r, "Dog", "10");
-    COMMIT(r);
+    COMMIT_DEL(r, "Dog", "10");
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), collection_change(false, false, "[0]", "[]", "[]", "[]", "[10]", "[]", "[]", 1));
-    json_decref(batch);
+    EXPECT_ONE(&in, collection_change(false, false, "[0]", "[]", "[]", "[]", "[10]", "[]", "[]", 1));
 
-    atoll_token_free(token);
-    atoll_token_free(named);
+    FREE_TOKENS(token, named);
     atoll_realm_close(r);
-    inbox_destroy(&in);
-    inbox_destroy(&names);
+    DESTROY_INBOXES(&in, &names);
 }
 
 /* MARK: - Realm */
@@ -978,22 +879,15 @@ static void test_realm_observer(void) {
 
     people(r, 1, 1);
     DELIVER(r);
-    json_t *batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), "{'previousVersion': 0, 'version': 1, 'classes': ['Person']}");
-    json_decref(batch);
+    EXPECT_ONE(&in, "{'previousVersion': 0, 'version': 1, 'classes': ['Person']}");
 
     /* Several commits, one delivery; an empty commit adds no version and calls nothing. */
-    BEGIN(r);
-    PUT(r, "Dog", "{'id': 1}");
-    COMMIT(r);
-    BEGIN(r);
-    PUT(r, "Tag", "{'name': 't'}");
-    COMMIT(r);
+    COMMIT_PUT(r, "Dog", "{'id': 1}");
+    COMMIT_PUT(r, "Tag", "{'name': 't'}");
     BEGIN(r);
     COMMIT(r);
     DELIVER(r);
-    batch = take(&in, 0);
-    json_t *c = ONLY(batch);
+    json_t *c = TAKE_ONE(&in);
     CHECK_INT(atoll_jint(c, "previousVersion"), 1);
     CHECK_INT(atoll_jint(c, "version"), 3);
     json_t *classes = json_object_get(c, "classes");
@@ -1006,7 +900,7 @@ static void test_realm_observer(void) {
         if (json_is_string(name) && strcmp(json_string_value(name), "Tag") == 0) tag = true;
     }
     CHECK(dog && tag);
-    json_decref(batch);
+    json_decref(c);
     BEGIN(r);
     COMMIT(r);
     DELIVER(r);
@@ -1021,38 +915,28 @@ static void test_realm_observer(void) {
     CHECK(readable_within(atoll_realm_notification_fd(r), WAIT_S));
     CHECK_INT(calls_of(&in), 2);
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), "{'previousVersion': 3, 'version': 4, 'classes': ['Person']}");
-    json_decref(batch);
+    EXPECT_ONE(&in, "{'previousVersion': 3, 'version': 4, 'classes': ['Person']}");
     CHECK_INT(count_of(r, "Person", NULL), 3);
 
     /* Inside a write transaction a delivery delivers nothing; once the write is cancelled, what
      * was due is delivered. */
-    BEGIN(writer);
-    PUT(writer, "Tag", "{'name': 'w'}");
-    COMMIT(writer);
+    COMMIT_PUT(writer, "Tag", "{'name': 'w'}");
     BEGIN(r);
     DELIVER(r);
     CHECK_INT(calls_of(&in), 3);
     CHECK(atoll_realm_cancel_write(r));
     CHECK(readable_within(atoll_realm_notification_fd(r), WAIT_S));
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), "{'previousVersion': 4, 'version': 5, 'classes': ['Tag']}");
-    json_decref(batch);
+    EXPECT_ONE(&in, "{'previousVersion': 4, 'version': 5, 'classes': ['Tag']}");
 
     /* A refresh moves the snapshot; the observers hear of it at the next delivery. */
-    BEGIN(writer);
-    PUT(writer, "Dog", "{'id': 2}");
-    COMMIT(writer);
+    COMMIT_PUT(writer, "Dog", "{'id': 2}");
     CHECK(atoll_realm_refresh(r));
     CHECK_OK();
     CHECK_INT(count_of(r, "Dog", NULL), 2);
     CHECK_INT(calls_of(&in), 4);
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), "{'previousVersion': 5, 'version': 6, 'classes': ['Dog']}");
-    json_decref(batch);
+    EXPECT_ONE(&in, "{'previousVersion': 5, 'version': 6, 'classes': ['Dog']}");
 
     atoll_token_free(token);
     CHECK_INT(freed_of(&in), 1);
@@ -1115,35 +999,26 @@ static void test_thread_delivery_from_another_handle(void) {
     if (!CHECK(writer && reader)) return;
     atoll_results_t *res = atoll_results_query(reader, "Person", NULL, NULL);
     inbox_t realm_in, results_in;
-    inbox_init(&realm_in);
-    inbox_init(&results_in);
+    INIT_INBOXES(&realm_in, &results_in);
     results_in.probe = res;
     atoll_token_t *t1 = atoll_realm_observe(reader, on_change, &realm_in, on_free);
     atoll_token_t *t2 = atoll_results_observe(res, NULL, on_change, &results_in, on_free);
     CHECK(t1 && t2);
-    json_t *batch = take(&results_in, 1);
-    CHECK_JSON(ONLY(batch), initial_results(0));
-    json_decref(batch);
+    AWAIT_ONE(&results_in, initial_results(0));
 
     people(writer, 1, 2);
-    batch = take(&realm_in, 1);
-    CHECK_JSON(ONLY(batch), "{'previousVersion': 0, 'version': 1, 'classes': ['Person']}");
-    json_decref(batch);
-    batch = take(&results_in, 1);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[0, 1]", "[]", "[]", "[]", "[1, 2]", "[]", 2));
-    json_decref(batch);
+    AWAIT_ONE(&realm_in, "{'previousVersion': 0, 'version': 1, 'classes': ['Person']}");
+    AWAIT_ONE(&results_in, results_change("[]", "[0, 1]", "[]", "[]", "[]", "[1, 2]", "[]", 2));
     CHECK_INT(results_in.probe_count, 2); /* the callback read the state the change describes */
     CHECK_INT(count_of(reader, "Person", NULL), 2); /* the delivery refreshed the reader */
 
-    atoll_token_free(t1);
-    atoll_token_free(t2);
+    FREE_TOKENS(t1, t2);
     CHECK_INT(freed_of(&realm_in), 1);
     CHECK_INT(freed_of(&results_in), 1);
     atoll_results_free(res);
     atoll_realm_close(reader);
     atoll_realm_close(writer);
-    inbox_destroy(&realm_in);
-    inbox_destroy(&results_in);
+    DESTROY_INBOXES(&realm_in, &results_in);
 }
 
 typedef struct writer_args {
@@ -1210,9 +1085,7 @@ static void test_thread_delivery_from_another_process(void) {
     inbox_init(&in);
     atoll_token_t *token = atoll_results_observe(res, NULL, on_change, &in, on_free);
     CHECK(token != NULL);
-    json_t *batch = take(&in, 1);
-    CHECK_JSON(ONLY(batch), initial_results(0));
-    json_decref(batch);
+    AWAIT_ONE(&in, initial_results(0));
     release_child(&child);
     json_t *inserted = collect_members(&in, "insertedKeys", 3);
     CHECK_INT(finish_child(&child), 0);
@@ -1280,8 +1153,7 @@ static void test_in_memory_realms(void) {
     if (!CHECK(a && b && solo)) return;
     atoll_results_t *res = atoll_results_query(a, "Person", NULL, NULL);
     inbox_t in, solo_in;
-    inbox_init(&in);
-    inbox_init(&solo_in);
+    INIT_INBOXES(&in, &solo_in);
     atoll_token_t *token = atoll_results_observe(res, NULL, on_change, &in, NULL);
     atoll_token_t *solo_token = atoll_realm_observe(solo, on_change, &solo_in, NULL);
     CHECK(token && solo_token);
@@ -1292,17 +1164,13 @@ static void test_in_memory_realms(void) {
     json_decref(inserted);
     people(solo, 1, 1);
     DELIVER(solo);
-    json_t *batch = take(&solo_in, 0);
-    CHECK_JSON(ONLY(batch), "{'previousVersion': 0, 'version': 1, 'classes': ['Person']}");
-    json_decref(batch);
-    atoll_token_free(token);
-    atoll_token_free(solo_token);
+    EXPECT_ONE(&solo_in, "{'previousVersion': 0, 'version': 1, 'classes': ['Person']}");
+    FREE_TOKENS(token, solo_token);
     atoll_results_free(res);
     atoll_realm_close(a);
     atoll_realm_close(b);
     atoll_realm_close(solo);
-    inbox_destroy(&in);
-    inbox_destroy(&solo_in);
+    DESTROY_INBOXES(&in, &solo_in);
 }
 
 /* MARK: - Tokens */
@@ -1341,9 +1209,7 @@ static void test_token_freed_inside_its_callback(void) {
     CHECK_INT(calls_of(&s.in), 1); /* freed inside its first call */
     CHECK_INT(atomic_load(&s.freed_inside), 0);
     CHECK_INT(freed_of(&s.in), 1);
-    json_t *batch = take(&other, 0);
-    CHECK_INT(json_array_size(batch), 2); /* the other observer still gets both */
-    json_decref(batch);
+    EXPECT_CHANGES(&other, 2); /* the other observer still gets both */
     atoll_token_free(token);
     people(r, 2, 2);
     DELIVER(r);
@@ -1351,8 +1217,7 @@ static void test_token_freed_inside_its_callback(void) {
     CHECK_INT(freed_of(&other), 1);
     atoll_results_free(res);
     atoll_realm_close(r);
-    inbox_destroy(&s.in);
-    inbox_destroy(&other);
+    DESTROY_INBOXES(&s.in, &other);
 }
 
 static void test_token_freed_inside_its_callback_on_the_notifier_thread(void) {
@@ -1374,17 +1239,14 @@ static void test_token_freed_inside_its_callback_on_the_notifier_thread(void) {
     CHECK_INT(atomic_load(&s.freed_inside), 0);
     json_decref(take(&other, 1));
     people(writer, 2, 2);
-    json_t *batch = take(&other, 1);
-    CHECK_INT(json_array_size(batch), 1);
-    json_decref(batch);
+    AWAIT_CHANGES(&other, 1);
     CHECK_INT(calls_of(&s.in), 1);
     CHECK_INT(freed_of(&s.in), 1);
     atoll_token_free(token);
     CHECK_INT(freed_of(&other), 1);
     atoll_realm_close(writer);
     atoll_realm_close(r);
-    inbox_destroy(&s.in);
-    inbox_destroy(&other);
+    DESTROY_INBOXES(&s.in, &other);
 }
 
 /* A slow callback: marks itself running for `sleep_ms`, and counts calls made after its token
@@ -1649,8 +1511,7 @@ static void test_callback_closes_its_realm(void) {
     people(writer, 2, 2);
     atoll_sleep_ms(100);
     CHECK_INT(atomic_load(&c.calls), 1);
-    atoll_token_free(token);
-    atoll_token_free(freed_later);
+    FREE_TOKENS(token, freed_later);
     CHECK_INT(freed_of(&in), 1);
     atoll_realm_close(writer);
     inbox_destroy(&in);
@@ -1774,32 +1635,24 @@ static void test_change_log_pruned_behind_observers(void) {
     inbox_init(&in);
     atoll_token_t *token = atoll_results_observe(res, NULL, on_change, &in, NULL);
     DELIVER(r);
-    json_t *batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), initial_results(0));
-    json_decref(batch);
+    EXPECT_ONE(&in, initial_results(0));
     people(r, 1, 1);
     /* 300 commits while the observer lags: nothing it needs is pruned. */
     for (int i = 0; i < 300; i++) {
         char obj[64];
         snprintf(obj, sizeof obj, "{'id': 1, 'age': %d}", 1000 + i);
-        BEGIN(r);
-        PUT(r, "Person", obj);
-        COMMIT(r);
+        COMMIT_PUT(r, "Person", obj);
     }
     json_t *log = TAKE_JSON(atoll_realm_changes(r, 0, 0));
     CHECK_INT(json_array_size(log), 301);
     json_decref(log);
     DELIVER(r);
-    batch = take(&in, 0);
-    CHECK_JSON(ONLY(batch), results_change("[]", "[0]", "[]", "[]", "[]", "[1]", "[]", 1));
-    json_decref(batch);
+    EXPECT_ONE(&in, results_change("[]", "[0]", "[]", "[]", "[]", "[1]", "[]", 1));
     /* Once delivered, later commits prune what nobody needs. */
     for (int i = 0; i < 300; i++) {
         char obj[64];
         snprintf(obj, sizeof obj, "{'id': 1, 'age': %d}", i);
-        BEGIN(r);
-        PUT(r, "Person", obj);
-        COMMIT(r);
+        COMMIT_PUT(r, "Person", obj);
         if (i % 10 == 0) DELIVER(r);
     }
     log = TAKE_JSON(atoll_realm_changes(r, 0, 0));
