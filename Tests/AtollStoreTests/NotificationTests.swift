@@ -632,7 +632,8 @@ final class NotificationTests: XCTestCase {
         var rng = SplitMix64(seed: 20261129)
         let queries = ["TRUEPREDICATE", "age > 50", "name BEGINSWITH 'a'", "age < 30 SORT(name ASC)",
                        "dog.age > 5", "ANY dogs.age < 3", "age > 20 DISTINCT(name)", "age >= 0 SORT(age DESC) LIMIT(7)",
-                       "addresses.city == 'Oslo'"]
+                       "addresses.city == 'Oslo'", "TRUEPREDICATE SORT(age DESC, name ASC)",
+                       "name != 'cy' SORT(name DESC)"]
         final class Tracker: @unchecked Sendable {
             var changes: [ResultsChange] = []
         }

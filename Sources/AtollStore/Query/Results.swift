@@ -81,14 +81,33 @@ public final class Results: @unchecked Sendable {
     private var inRowKeyOrder: Bool { compiled.orderBy == "t.\(info.rowKey)" }
 
     /// Whether the results can be brought up to date from the objects that changed alone
-    /// (see `matching(among:)`): in row-key order, each object matching on its own, and the
-    /// query reading no other class's table but embedded ones (changes of embedded objects are
-    /// changes of their owner), so that only changes of its own objects change them.
+    /// (see `matching(among:)` and `sortsBefore`): each object matching on its own, and the
+    /// query (condition and sort) reading no other class's table but embedded ones (changes of
+    /// embedded objects are changes of their owner), so that only changes of its own objects
+    /// change them.
     var updatesIncrementally: Bool {
-        guard compiled.rowLocal, inRowKeyOrder, compiled.limit == nil else { return false }
-        let sql = compiled.from + " " + compiled.condition
+        guard compiled.rowLocal, compiled.limit == nil else { return false }
+        let sql = compiled.from + " " + compiled.condition + " " + compiled.orderBy
         return !store.schema.classes.contains { other in
             other.name != className && !other.isEmbedded && (sql.contains(quote(other.name)) || sql.contains("\"\(other.name)."))
+        }
+    }
+
+    /// Whether the results are in row-key order (no SORT).
+    var isUnsorted: Bool { inRowKeyOrder }
+
+    /// Whether object `a` comes before object `b` in the results' order (both matching): SQLite
+    /// orders the two rows by the query's own ORDER BY, so collations and NULLs sort as in
+    /// the query.
+    func sortsBefore(_ a: Int64, _ b: Int64) throws -> Bool {
+        try store.locked { conn in
+            let n = compiled.parameters.count
+            let s = try conn.statement("SELECT t.\(info.rowKey) \(compiled.from) WHERE t.\(info.rowKey) IN (?\(n + 1), ?\(n + 2)) ORDER BY \(compiled.orderBy) LIMIT 1")
+            s.bind(compiled.parameters)
+            s.bind(Int32(n + 1), a)
+            s.bind(Int32(n + 2), b)
+            defer { s.reset() }
+            return try s.step() && s.int64(0) == a
         }
     }
 
