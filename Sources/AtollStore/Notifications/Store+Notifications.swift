@@ -88,7 +88,7 @@ extension Store {
     /// a delivery (the initial one for results and collections).
     func register(_ make: (Connection, NotificationToken) throws -> Observer) throws -> NotificationToken {
         let token = NotificationToken()
-        let notifier: Notifier = try locked { conn in
+        try locked { conn in
             guard write == nil else {
                 throw AtollError(.alreadyInWrite, "observers cannot be added inside a write transaction")
             }
@@ -97,9 +97,7 @@ extension Store {
             let n = try notifierForObservers()
             token.notifier = n
             n.add(observer)
-            return n
         }
-        _ = notifier
         return token
     }
 
