@@ -99,6 +99,8 @@ final class ChangeIndex {
     /// changed, and observers report as much.
     let incomplete: Bool
     private(set) var classes: [String: ClassChanges] = [:]
+    private let changes: [ChangeSet]
+    private var byObject: [String: [Value: [Instruction]]]?
 
     /// - Parameter effects: what the changes implied (links nulled by erases): they count as
     ///   changes of the holders' properties, but are not instructions of the collections.
@@ -106,6 +108,7 @@ final class ChangeIndex {
         self.from = from
         self.to = to
         self.incomplete = incomplete
+        self.changes = changes
         for set in changes {
             for ins in set.instructions {
                 var c = classes[ins.className, default: ClassChanges()]
@@ -130,6 +133,18 @@ final class ChangeIndex {
     }
 
     var changedClasses: [String] { classes.keys.sorted() }
+
+    /// The instructions about one object, in order (effects excluded).
+    func instructions(_ className: String, _ ref: Value) -> [Instruction] {
+        if byObject == nil {
+            var all = [String: [Value: [Instruction]]]()
+            for set in changes {
+                for ins in set.instructions { all[ins.className, default: [:]][ins.primaryKey, default: []].append(ins) }
+            }
+            byObject = all
+        }
+        return byObject?[className]?[ref] ?? []
+    }
 
     func touches(_ className: String) -> Bool { incomplete || classes[className] != nil }
 }

@@ -42,10 +42,18 @@ struct ListDiff {
     /// The difference given which old positions were removed, which new ones added, and where
     /// each kept element went (in old order): the kept elements outside a longest run in
     /// increasing new order moved.
-    init(removed: [Int], added: [Int], kept: [(old: Int, new: Int)]) {
+    /// - Parameter movedOld: when the caller knows which kept elements were moved (by old
+    ///   position), those are the moves — provided the others kept their relative order;
+    ///   otherwise the fewest moves are found.
+    init(removed: [Int], added: [Int], kept: [(old: Int, new: Int)], movedOld: Set<Int>? = nil) {
         self.removed = removed
         self.added = added
-        let stay = ListDiff.longestIncreasing(kept.map(\.new))
+        var stay = ListDiff.longestIncreasing(kept.map(\.new))
+        if let movedOld {
+            // Used when what stays is in order (else the moves would not rebuild the list).
+            let known = kept.indices.filter { !movedOld.contains(kept[$0].old) }
+            if zip(known, known.dropFirst()).allSatisfy({ kept[$0].new < kept[$1].new }) { stay = Set(known) }
+        }
         var moved = [Move]()
         for (n, pair) in kept.enumerated() where !stay.contains(n) { moved.append(Move(from: pair.old, to: pair.new)) }
         moves = moved.sorted { $0.to < $1.to }

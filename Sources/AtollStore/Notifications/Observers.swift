@@ -334,8 +334,16 @@ final class CollectionObserver: Observer {
                 }
             }
         default:
-            // Lists and sets are replaced whole when updated: compared by value.
-            let diff = valueDiff(elements, newElements)
+            // Lists: their instructions replayed when they were edited element by element;
+            // compared by value when they were replaced whole (and sets always).
+            var set = Set<Int>()
+            let diff: ListDiff
+            if property.collection == .list, let replayed = replayList(finder, newCount: newElements.count) {
+                (diff, set) = replayed
+            } else {
+                diff = valueDiff(elements, newElements)
+            }
+            modifiedNew = set
             change.deletions = diff.deletions
             change.insertions = diff.insertions
             change.moves = diff.moves
@@ -357,10 +365,62 @@ final class CollectionObserver: Observer {
         return { callback(change) }
     }
 
+    /// Replays the list's instructions of the range on the old positions: which old elements
+    /// left, which are new, where the others went, which were set (positions in the new list).
+    /// Nil when the list was replaced whole (a clear) or the instructions do not add up.
+    private func replayList(_ finder: ModificationFinder, newCount: Int) -> (ListDiff, Set<Int>)? {
+        guard !finder.index.incomplete else { return nil }
+        var origin: [Int?] = Array(elements.indices)
+        var setHere = [Bool](repeating: false, count: elements.count)
+        // The old elements a move instruction moved: the others keep their relative order.
+        var movedOld = Set<Int>()
+        for ins in finder.index.instructions(info.name, reference) where ins.path.first == .key(property.name) {
+            if ins.path.count > 1 {
+                // A change inside an embedded element.
+                guard case .index(let i) = ins.path[1], setHere.indices.contains(i) else { return nil }
+                setHere[i] = true
+                continue
+            }
+            switch ins.op {
+            case .listInsert:
+                guard let i = ins.index, (0...origin.count).contains(i) else { return nil }
+                origin.insert(nil, at: i)
+                setHere.insert(false, at: i)
+            case .listErase:
+                guard let i = ins.index, origin.indices.contains(i) else { return nil }
+                origin.remove(at: i)
+                setHere.remove(at: i)
+            case .listSet:
+                guard let i = ins.index, origin.indices.contains(i) else { return nil }
+                setHere[i] = true
+            case .listMove:
+                guard let i = ins.index, let j = ins.toIndex, origin.indices.contains(i), origin.indices.contains(j) else { return nil }
+                let o = origin.remove(at: i), s = setHere.remove(at: i)
+                origin.insert(o, at: j)
+                setHere.insert(s, at: j)
+                if let o { movedOld.insert(o) }
+            default:
+                return nil  // replaced whole (a clear, or a set of the property)
+            }
+        }
+        guard origin.count == newCount else { return nil }
+        let keptOld = Set(origin.compactMap { $0 })
+        let removed = elements.indices.filter { !keptOld.contains($0) }
+        let added = origin.indices.filter { origin[$0] == nil }
+        let kept = origin.enumerated().compactMap { j, o in o.map { (old: $0, new: j) } }.sorted { $0.old < $1.old }
+        let set = Set(setHere.indices.filter { setHere[$0] && origin[$0] != nil })
+        // An element moved back where it was, among the same neighbours, did not move.
+        let kept2 = kept
+        let stillMoved = movedOld.filter { old in
+            guard let n = kept2.firstIndex(where: { $0.old == old }) else { return false }
+            let others = kept2.enumerated().filter { $0.offset != n && !movedOld.contains($0.element.old) }.map(\.element)
+            return others.contains { ($0.old < old) != ($0.new < kept2[n].new) }
+        }
+        return (ListDiff(removed: removed, added: added, kept: kept, movedOld: Set(stillMoved)), set)
+    }
+
     /// The difference of two lists by value: equal elements are kept (the n-th occurrence of a
-    /// value matching its n-th occurrence), the others deleted or inserted. (When lists get
-    /// operations of their own, replaying their instructions will say more: which element
-    /// was set, which moved.)
+    /// value matching its n-th occurrence), the others deleted or inserted.
     private func valueDiff(_ old: [Value], _ new: [Value]) -> ListDiff {
         func tagged(_ values: [Value]) -> [TaggedValue] {
             var seen = [Value: Int]()

@@ -1,4 +1,5 @@
-// Lists, sets and dictionaries: their side tables, written whole and read whole.
+// Lists, sets and dictionaries: their side tables, written whole and read whole (element
+// operations are in Store+CollectionOperations.swift).
 //
 // A list or set property `Class.p` lives in the table `"Class.p"` of (owner, position, value),
 // a dictionary in `"Class.p"` of (owner, key, value); collections of mixed values have a `type`
@@ -58,8 +59,9 @@ extension Store {
         return items
     }
 
+    /// Inserts the items' rows; list and set positions start at `firstPosition`.
     func insertCollection(_ info: ClassInfo, _ p: Property, _ owner: Int64, _ items: [CollectionItem],
-                          _ conn: Connection) throws {
+                          _ conn: Connection, firstPosition: Int = 0) throws {
         let mixed = p.type == .mixed
         // Several rows per statement: one step for up to `insertBatch` elements.
         var start = 0
@@ -70,7 +72,7 @@ extension Store {
             for i in start..<(start + count) {
                 let item = items[i]
                 s.bind(n, owner)
-                if let key = item.key { s.bind(n + 1, key) } else { s.bind(n + 1, Int64(i)) }
+                if let key = item.key { s.bind(n + 1, key) } else { s.bind(n + 1, Int64(firstPosition + i)) }
                 s.bind(n + 2, item.stored.sql)
                 n += 3
                 if mixed {
