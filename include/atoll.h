@@ -564,6 +564,67 @@ bool atoll_object_delete(atoll_realm_t *realm, const char *class_name, const cha
  */
 bool atoll_object_delete_j(atoll_realm_t *realm, const char *class_name, struct json_t *primary_key);
 
+/* MARK: - Collection elements
+ *
+ * Element operations on a list, set or dictionary property of one object (Realm's
+ * List.insert/replace/remove/move, MutableSet.insert/remove, Map[key] = value), each atomic and
+ * recorded as its own change-log instruction, so that observers see which element changed.
+ * All need a write transaction. The object is named by class_name and primary_key_json (its
+ * row key for classes without a primary key); values are JSON as in atoll_object_create():
+ * a link as the target's primary key (or the whole target object, which is then created), an
+ * embedded object as an object (it belongs to the collection; the one it replaces is deleted).
+ * Errors common to all: ATOLL_ERR_INVALID_ARGUMENT (NULL arguments, not a collection of that
+ * kind, an index out of range, a bad dictionary key), ATOLL_ERR_INVALID_JSON,
+ * ATOLL_ERR_NOT_IN_WRITE, ATOLL_ERR_NO_SUCH_CLASS, ATOLL_ERR_NO_SUCH_PROPERTY,
+ * ATOLL_ERR_NOT_FOUND (the object, or a linked object), ATOLL_ERR_TYPE_MISMATCH,
+ * ATOLL_ERR_MISSING_VALUE (null where the collection cannot hold it),
+ * ATOLL_ERR_DUPLICATE_PRIMARY_KEY (a linked object given whole that exists), ATOLL_ERR_CLOSED.
+ * A failed call changes nothing. */
+
+/** Inserts value_json into a list at index (0...count): the elements from index on move up.
+ *  @return true on success; false with the errors above. */
+bool atoll_list_insert(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                       const char *property, size_t index, const char *value_json);
+
+/** Replaces the list element at index (0..count-1) with value_json.
+ *  @return true on success; false with the errors above. */
+bool atoll_list_set(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                    const char *property, size_t index, const char *value_json);
+
+/** Removes the list element at index (0..count-1): the elements after it move down.
+ *  @return true on success; false with the errors above. */
+bool atoll_list_erase(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                      const char *property, size_t index);
+
+/** Moves the list element at from_index to to_index (both 0..count-1).
+ *  @return true on success; false with the errors above. */
+bool atoll_list_move(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                     const char *property, size_t from_index, size_t to_index);
+
+/** Adds value_json to a set unless an equal element is in it.
+ *  @param out_inserted receives whether it was added; may be NULL.
+ *  @return true on success; false with the errors above. */
+bool atoll_set_insert(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                      const char *property, const char *value_json, bool *out_inserted);
+
+/** Removes the element equal to value_json from a set (a link to a missing object is in none).
+ *  @param out_erased receives whether there was one; may be NULL.
+ *  @return true on success; false with the errors above. */
+bool atoll_set_erase(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                     const char *property, const char *value_json, bool *out_erased);
+
+/** Sets key of a dictionary to value_json, adding the key or replacing its value. Keys are
+ *  non-empty, without '.', NUL or a leading '$'.
+ *  @return true on success; false with the errors above. */
+bool atoll_dictionary_set(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                          const char *property, const char *key, const char *value_json);
+
+/** Removes key from a dictionary.
+ *  @param out_erased receives whether it was there; may be NULL.
+ *  @return true on success; false with the errors above. */
+bool atoll_dictionary_erase(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                            const char *property, const char *key, bool *out_erased);
+
 /* MARK: - Results */
 
 /**

@@ -1,0 +1,104 @@
+import AtollJSON
+import AtollStore
+import CJansson
+
+// atoll_list_*, atoll_set_*, atoll_dictionary_*: element operations on collection properties.
+
+/// The object and property an element operation addresses, with its JSON value (if any).
+private func target(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                    _ property: UnsafePointer<CChar>?) throws -> (Store, String, Value, String) {
+    let s = try store(realm)
+    let name = try text(className, "class_name")
+    let pk = try EJSON.parse(try text(primaryKeyJSON, "primary_key_json"))
+    return (s, name, pk, try text(property, "property"))
+}
+
+private func element(_ valueJSON: UnsafePointer<CChar>?) throws -> Value {
+    try EJSON.parse(try text(valueJSON, "value_json"))
+}
+
+private func report(_ out: UnsafeMutablePointer<Bool>?, _ value: Bool) -> Bool {
+    out?.pointee = value
+    return true
+}
+
+@_cdecl("atoll_list_insert")
+public func atoll_list_insert(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                              _ property: UnsafePointer<CChar>?, _ index: Int, _ valueJSON: UnsafePointer<CChar>?) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        try s.listInsert(name, primaryKey: pk, property: prop, try element(valueJSON), at: index)
+        return true
+    }
+}
+
+@_cdecl("atoll_list_set")
+public func atoll_list_set(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                           _ property: UnsafePointer<CChar>?, _ index: Int, _ valueJSON: UnsafePointer<CChar>?) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        try s.listSet(name, primaryKey: pk, property: prop, try element(valueJSON), at: index)
+        return true
+    }
+}
+
+@_cdecl("atoll_list_erase")
+public func atoll_list_erase(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                             _ property: UnsafePointer<CChar>?, _ index: Int) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        try s.listErase(name, primaryKey: pk, property: prop, at: index)
+        return true
+    }
+}
+
+@_cdecl("atoll_list_move")
+public func atoll_list_move(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                            _ property: UnsafePointer<CChar>?, _ from: Int, _ to: Int) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        try s.listMove(name, primaryKey: pk, property: prop, from: from, to: to)
+        return true
+    }
+}
+
+@_cdecl("atoll_set_insert")
+public func atoll_set_insert(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                             _ property: UnsafePointer<CChar>?, _ valueJSON: UnsafePointer<CChar>?,
+                             _ outInserted: UnsafeMutablePointer<Bool>?) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        return report(outInserted, try s.setInsert(name, primaryKey: pk, property: prop, try element(valueJSON)))
+    }
+}
+
+@_cdecl("atoll_set_erase")
+public func atoll_set_erase(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                            _ property: UnsafePointer<CChar>?, _ valueJSON: UnsafePointer<CChar>?,
+                            _ outErased: UnsafeMutablePointer<Bool>?) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        return report(outErased, try s.setErase(name, primaryKey: pk, property: prop, try element(valueJSON)))
+    }
+}
+
+@_cdecl("atoll_dictionary_set")
+public func atoll_dictionary_set(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                                 _ property: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?,
+                                 _ valueJSON: UnsafePointer<CChar>?) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        try s.dictionarySet(name, primaryKey: pk, property: prop, key: try text(key, "key"), try element(valueJSON))
+        return true
+    }
+}
+
+@_cdecl("atoll_dictionary_erase")
+public func atoll_dictionary_erase(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                                   _ property: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?,
+                                   _ outErased: UnsafeMutablePointer<Bool>?) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        return report(outErased, try s.dictionaryErase(name, primaryKey: pk, property: prop, key: try text(key, "key")))
+    }
+}
