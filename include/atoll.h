@@ -607,7 +607,8 @@ bool atoll_list_move(atoll_realm_t *realm, const char *class_name, const char *p
 bool atoll_set_insert(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
                       const char *property, const char *value_json, bool *out_inserted);
 
-/** Removes the element equal to value_json from a set (a link to a missing object is in none).
+/** Removes the element equal to value_json from a set (a link to a missing object is in none;
+ *  a linked object given whole is looked up by its primary key, never created).
  *  @param out_erased receives whether there was one; may be NULL.
  *  @return true on success; false with the errors above. */
 bool atoll_set_erase(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,

@@ -10,6 +10,7 @@ final class CollectionOperationsTests: XCTestCase {
             .int("id"), .list("numbers", .int), .links("dogs", "Dog"),
             Property(name: "addresses", type: .object, objectType: "Address", collection: .list),
             Property(name: "tags", type: .string, collection: .set),
+            Property(name: "pack", type: .object, objectType: "Dog", collection: .set),
             Property(name: "scores", type: .int, collection: .dictionary),
             Property(name: "homes", type: .object, objectType: "Address", collection: .dictionary),
             Property(name: "anything", type: .mixed, collection: .list),
@@ -118,7 +119,14 @@ final class CollectionOperationsTests: XCTestCase {
         XCTAssertEqual(ops, [.setInsert, .setInsert, .setErase, .setInsert, .dictionarySet, .dictionarySet, .listInsert, .listInsert, .listInsert])
         try store.beginWrite()
         assertAtollError(try store.listInsert("Person", primaryKey: .int(1), property: "dogs", .object(["id": .int(6)]), at: 0), .duplicatePrimaryKey)
+        assertAtollError(try store.dictionaryErase("Person", primaryKey: .int(1), property: "scores", key: "a.b"), .invalidArgument)
         try store.cancelWrite()
+        try store.write {
+            try store.create("Person", ["id": .int(2), "pack": .list([.int(5)])])
+            XCTAssertFalse(try store.setErase("Person", primaryKey: .int(2), property: "pack", .object(["id": .int(9)])))
+            XCTAssertTrue(try store.setErase("Person", primaryKey: .int(2), property: "pack", .object(["id": .int(5), "name": .null])))
+        }
+        XCTAssertNil(try store.object("Dog", primaryKey: .int(9)), "erasing never creates")
     }
 
     func testListObserversGetTheElementsThatMovedAndWereSet() throws {

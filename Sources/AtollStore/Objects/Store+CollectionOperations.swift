@@ -81,10 +81,17 @@ extension Store {
     }
 
     /// Removes the element equal to `value` from a set property.
-    /// - Returns: whether there was one. A link to an object that does not exist is in no set.
+    /// - Returns: whether there was one. A link to an object that does not exist is in no set;
+    ///   a linked object given whole is looked up by its primary key (never created).
     @discardableResult
     public func setErase(_ className: String, primaryKey: Value, property: String, _ value: Value) throws -> Bool {
         try collectionOperation("setErase", className, primaryKey, property, .set) { info, p, owner, ref, conn, rec in
+            var value = value
+            // A linked object given whole is looked up by its primary key, never created.
+            if p.type == .object, case .object(let doc) = value, let target = classInfo(ifExists: p.objectType ?? ""),
+               let pk = target.primaryKey {
+                value = doc[pk.name] ?? .null
+            }
             let stored: Stored
             do {
                 stored = try resolveElement(p, value, info, conn, rec)
@@ -118,6 +125,7 @@ extension Store {
     @discardableResult
     public func dictionaryErase(_ className: String, primaryKey: Value, property: String, key: String) throws -> Bool {
         try collectionOperation("dictionaryErase", className, primaryKey, property, .dictionary) { info, p, owner, ref, conn, rec in
+            try checkDictionaryKey(key, "property '\(info.name).\(p.name)'")
             guard try eraseOwnedElement(info, p, owner, "key", .text(key), conn) else { return false }
             let s = try conn.statement("DELETE FROM \(info.listTable(p)) WHERE owner = ? AND key = ?")
             s.bind(1, owner)

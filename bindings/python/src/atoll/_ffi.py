@@ -336,6 +336,52 @@ _declare("atoll_object_delete", c_bool, [RealmPtr, c_char_p, c_char_p])
 
 # bool atoll_object_delete_j(...);                            -- not declared (jansson only)
 
+# MARK: Collection elements (size_t indexes: the owning layer refuses negative ints, which
+# ctypes would silently turn into huge size_t values)
+
+# bool atoll_list_insert(atoll_realm_t *realm, const char *class_name,
+#                        const char *primary_key_json, const char *property, size_t index,
+#                        const char *value_json);
+_declare("atoll_list_insert", c_bool, [RealmPtr, c_char_p, c_char_p, c_char_p, c_size_t, c_char_p])
+
+# bool atoll_list_set(atoll_realm_t *realm, const char *class_name,
+#                     const char *primary_key_json, const char *property, size_t index,
+#                     const char *value_json);
+_declare("atoll_list_set", c_bool, [RealmPtr, c_char_p, c_char_p, c_char_p, c_size_t, c_char_p])
+
+# bool atoll_list_erase(atoll_realm_t *realm, const char *class_name,
+#                       const char *primary_key_json, const char *property, size_t index);
+_declare("atoll_list_erase", c_bool, [RealmPtr, c_char_p, c_char_p, c_char_p, c_size_t])
+
+# bool atoll_list_move(atoll_realm_t *realm, const char *class_name,
+#                      const char *primary_key_json, const char *property, size_t from_index,
+#                      size_t to_index);
+_declare("atoll_list_move", c_bool, [RealmPtr, c_char_p, c_char_p, c_char_p, c_size_t, c_size_t])
+
+# bool atoll_set_insert(atoll_realm_t *realm, const char *class_name,
+#                       const char *primary_key_json, const char *property,
+#                       const char *value_json, bool *out_inserted);   -- out may be NULL
+_declare("atoll_set_insert", c_bool,
+         [RealmPtr, c_char_p, c_char_p, c_char_p, c_char_p, POINTER(c_bool)])
+
+# bool atoll_set_erase(atoll_realm_t *realm, const char *class_name,
+#                      const char *primary_key_json, const char *property,
+#                      const char *value_json, bool *out_erased);      -- out may be NULL
+_declare("atoll_set_erase", c_bool,
+         [RealmPtr, c_char_p, c_char_p, c_char_p, c_char_p, POINTER(c_bool)])
+
+# bool atoll_dictionary_set(atoll_realm_t *realm, const char *class_name,
+#                           const char *primary_key_json, const char *property,
+#                           const char *key, const char *value_json);
+_declare("atoll_dictionary_set", c_bool,
+         [RealmPtr, c_char_p, c_char_p, c_char_p, c_char_p, c_char_p])
+
+# bool atoll_dictionary_erase(atoll_realm_t *realm, const char *class_name,
+#                             const char *primary_key_json, const char *property,
+#                             const char *key, bool *out_erased);      -- out may be NULL
+_declare("atoll_dictionary_erase", c_bool,
+         [RealmPtr, c_char_p, c_char_p, c_char_p, c_char_p, POINTER(c_bool)])
+
 # MARK: Results
 
 # atoll_results_t *atoll_results_query(atoll_realm_t *realm, const char *class_name,

@@ -97,7 +97,8 @@ class CollectionChange(ResultsChange):
 
     For lists and sets the keys are the elements' values (links as primary keys); for
     dictionaries the indices are in key order and the keys are the dictionary's keys. A
-    collection is replaced whole when it is updated, and its change is computed by value:
+    list changed by element operations gets its change from them (moves, modifications); a
+    collection replaced whole when it is updated is compared by value:
     ``[1, 2, 3, 4]`` becoming ``[9, 4, 1, 33]`` deletes indices ``[0, 1, 2]``, inserts
     ``[0, 2, 3]`` and moves ``(0, 2)``. ``deleted`` is true when the owning object was
     deleted (the last call).

@@ -23,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import operator
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -108,6 +110,25 @@ def _size(value: Any, what: str) -> int:
     if value < 0:
         raise ValueError(f"{what} must be >= 0, not {value}")
     return value
+
+
+def _index(value: Any, what: str) -> int:
+    """A list index for a ``size_t`` argument: an int (or an object with ``__index__``, not a
+    bool) from 0 on. Negative indexes raise IndexError here, because ctypes would silently
+    turn them into huge ``size_t`` values; they do not count from the end. So do indexes
+    beyond ``sys.maxsize``, which no list reaches (and which ctypes would wrap around)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, not bool")
+    try:
+        index = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    if index < 0:
+        raise IndexError(f"{what} must be >= 0, not {index} (element operations do not count "
+                         "negative indexes from the end)")
+    if index > sys.maxsize:
+        raise IndexError(f"{what} {index} is out of range")
+    return index
 
 
 # MARK: - Configurations
@@ -600,6 +621,117 @@ class Realm:
     def objects(self, class_name: str) -> "Results":
         """All objects of a class; narrow with :meth:`Results.filter`."""
         return Results(self, class_name, None, ())
+
+    # MARK: Collection elements
+
+    # One element of a list, set or dictionary property of one object, each call one atomic
+    # change (one instruction in the change log), so that observers see which element
+    # changed. Names follow the C ABI (atoll_list_insert -> list_insert, ...), so the header's
+    # documentation applies as it is.
+
+    def _target(self, class_name: str, primary_key: Any, property: str
+                ) -> Tuple[Any, bytes, bytes, bytes]:
+        cls = _cstr(class_name, "class_name")
+        pk = _json_arg(primary_key)
+        prop = _cstr(property, "property")
+        return self._h(), cls, pk, prop
+
+    def list_insert(self, class_name: str, primary_key: Any, property: str, index: int,
+                    value: Any) -> None:
+        """Inserts ``value`` into a list property at ``index`` (0 to len, both included): the
+        elements from ``index`` on move up (``list.insert``, without its clamping).
+
+        The object is named by class and primary key (its ``_atoll_key`` for a class without
+        one). Values are written as :meth:`create` writes them: a link as the target's
+        primary key, or as the whole target object, which is then created
+        (DuplicatePrimaryKeyError when it exists); an embedded object as a dict (it belongs to
+        the list); in a mixed list, any mixed value (an :class:`~atoll.Link`, a list, a dict).
+
+        Indexes are ints from 0: a negative index raises IndexError before reaching the
+        library (it does not count from the end), one past the end InvalidArgumentError.
+        Needs a write transaction (NotInWriteError). Errors, each leaving the realm as it was:
+        InvalidArgumentError (not a list, index out of range), NoSuchClassError,
+        NoSuchPropertyError, NotFoundError (no such object, or no linked object with that
+        key), TypeMismatchError, MissingValueError (None in a list that cannot hold it),
+        DuplicatePrimaryKeyError, InvalidJSONError, ClosedError."""
+        at = _index(index, "index")
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        if not lib.atoll_list_insert(realm, cls, pk, prop, at, _json_arg(value)):
+            raise_last_error("atoll_list_insert")
+
+    def list_set(self, class_name: str, primary_key: Any, property: str, index: int,
+                 value: Any) -> None:
+        """Replaces the list element at ``index`` (0 to len - 1) with ``value``. A replaced
+        embedded object is deleted. Observers see a modification at ``index``. Values,
+        indexes (negative ones raise IndexError) and errors as for :meth:`list_insert`."""
+        at = _index(index, "index")
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        if not lib.atoll_list_set(realm, cls, pk, prop, at, _json_arg(value)):
+            raise_last_error("atoll_list_set")
+
+    def list_erase(self, class_name: str, primary_key: Any, property: str, index: int) -> None:
+        """Removes the list element at ``index`` (0 to len - 1): the elements after it move
+        down. An erased embedded object is deleted; an erased link leaves its target alone.
+        Indexes (negative ones raise IndexError) and errors as for :meth:`list_insert`."""
+        at = _index(index, "index")
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        if not lib.atoll_list_erase(realm, cls, pk, prop, at):
+            raise_last_error("atoll_list_erase")
+
+    def list_move(self, class_name: str, primary_key: Any, property: str, from_index: int,
+                  to_index: int) -> None:
+        """Moves the list element at ``from_index`` to ``to_index`` (both 0 to len - 1), as
+        ``lst.insert(to_index, lst.pop(from_index))`` would. Observers see a move. Indexes
+        (negative ones raise IndexError) and errors as for :meth:`list_insert`."""
+        source = _index(from_index, "from_index")
+        dest = _index(to_index, "to_index")
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        if not lib.atoll_list_move(realm, cls, pk, prop, source, dest):
+            raise_last_error("atoll_list_move")
+
+    def set_insert(self, class_name: str, primary_key: Any, property: str, value: Any) -> bool:
+        """Adds ``value`` to a set property unless an equal element is in it (``set.add``);
+        returns whether it was added. Values and errors as for :meth:`list_insert`
+        (InvalidArgumentError when the property is not a set)."""
+        out = ctypes.c_bool(False)
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        if not lib.atoll_set_insert(realm, cls, pk, prop, _json_arg(value), ctypes.byref(out)):
+            raise_last_error("atoll_set_insert")
+        return bool(out.value)
+
+    def set_erase(self, class_name: str, primary_key: Any, property: str, value: Any) -> bool:
+        """Removes the element equal to ``value`` from a set property (``set.discard``);
+        returns whether there was one (a link to an object that does not exist is in no set:
+        False). Values and errors as for :meth:`list_insert`."""
+        out = ctypes.c_bool(False)
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        if not lib.atoll_set_erase(realm, cls, pk, prop, _json_arg(value), ctypes.byref(out)):
+            raise_last_error("atoll_set_erase")
+        return bool(out.value)
+
+    def dictionary_set(self, class_name: str, primary_key: Any, property: str, key: str,
+                       value: Any) -> None:
+        """Sets ``key`` of a dictionary property to ``value`` (``d[key] = value``), adding the
+        key or replacing its value (a replaced embedded object is deleted). Keys are
+        non-empty str, without ``.`` or NUL and not starting with ``$`` (a NUL raises
+        ValueError here, the others InvalidArgumentError). Values and errors as for
+        :meth:`list_insert`."""
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        k = _cstr(key, "key")
+        if not lib.atoll_dictionary_set(realm, cls, pk, prop, k, _json_arg(value)):
+            raise_last_error("atoll_dictionary_set")
+
+    def dictionary_erase(self, class_name: str, primary_key: Any, property: str,
+                         key: str) -> bool:
+        """Removes ``key`` from a dictionary property (``d.pop(key, None)``); returns whether
+        it was there. An erased embedded object is deleted. Errors as for
+        :meth:`dictionary_set`."""
+        out = ctypes.c_bool(False)
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        k = _cstr(key, "key")
+        if not lib.atoll_dictionary_erase(realm, cls, pk, prop, k, ctypes.byref(out)):
+            raise_last_error("atoll_dictionary_erase")
+        return bool(out.value)
 
     # MARK: Snapshots and notifications
 
