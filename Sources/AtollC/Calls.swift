@@ -182,6 +182,13 @@ func json(_ p: UnsafePointer<CChar>?, _ name: String) throws -> JSONRef {
     do { return try EJSON.load(p) } catch let e as AtollError { throw e.prefixed(name) }
 }
 
+/// A required JSON text argument as a value (errors as for `json`).
+func jsonValue(_ p: UnsafePointer<CChar>?, _ name: String) throws -> Value {
+    let parsed = try json(p, name)
+    defer { json_decref(parsed) }
+    do { return try EJSON.value(parsed) } catch let e as AtollError { throw e.prefixed(name) }
+}
+
 func updatePolicy(_ raw: Int32) throws -> UpdatePolicy {
     guard let p = UpdatePolicy(rawValue: raw) else {
         throw AtollError(.invalidArgument, "update_policy must be ATOLL_UPDATE_ERROR (0), ATOLL_UPDATE_MODIFIED (1) or ATOLL_UPDATE_ALL (2), not \(raw)")

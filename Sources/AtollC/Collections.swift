@@ -9,12 +9,12 @@ private func target(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                     _ property: UnsafePointer<CChar>?) throws -> (Store, String, Value, String) {
     let s = try store(realm)
     let name = try text(className, "class_name")
-    let pk = try EJSON.parse(try text(primaryKeyJSON, "primary_key_json"))
+    let pk = try jsonValue(primaryKeyJSON, "primary_key_json")
     return (s, name, pk, try text(property, "property"))
 }
 
 private func element(_ valueJSON: UnsafePointer<CChar>?) throws -> Value {
-    try EJSON.parse(try text(valueJSON, "value_json"))
+    try jsonValue(valueJSON, "value_json")
 }
 
 private func report(_ out: UnsafeMutablePointer<Bool>?, _ value: Bool) -> Bool {

@@ -66,7 +66,7 @@ public func atoll_object_observe(_ realm: OpaquePointer?, _ className: UnsafePoi
     observe(fn, userdata, freeUserdata) { host in
         let s = try store(realm)
         let name = try text(className, "class_name")
-        let pk = try EJSON.parse(try text(primaryKeyJSON, "primary_key_json"))
+        let pk = try jsonValue(primaryKeyJSON, "primary_key_json")
         return try s.observeObject(name, primaryKey: pk, keyPaths: try keyPaths(keyPathsJSON)) { deliver(host, ChangesJSON.make($0)) }
     }
 }
@@ -78,7 +78,7 @@ public func atoll_collection_observe(_ realm: OpaquePointer?, _ className: Unsaf
     observe(fn, userdata, freeUserdata) { host in
         let s = try store(realm)
         let name = try text(className, "class_name")
-        let pk = try EJSON.parse(try text(primaryKeyJSON, "primary_key_json"))
+        let pk = try jsonValue(primaryKeyJSON, "primary_key_json")
         let prop = try text(property, "property")
         return try s.observeCollection(name, primaryKey: pk, property: prop, keyPaths: try keyPaths(keyPathsJSON)) {
             deliver(host, ChangesJSON.make($0))
