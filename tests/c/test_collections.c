@@ -36,17 +36,6 @@ static const char *const CLASSES[] = { "Person", "Dog", "Address", "Note" };
 
 /* MARK: - Helpers */
 
-/* `text` with every ' turned into " (a rotating buffer: 16 slots). */
-static const char *J(const char *text) {
-    static char slots[16][4096];
-    static unsigned next;
-    char *out = slots[next++ % 16];
-    snprintf(out, sizeof slots[0], "%s", text);
-    for (char *p = out; *p; p++)
-        if (*p == '\'') *p = '"';
-    return out;
-}
-
 /* Opens a realm with SCHEMA: on `path`, or in memory when NULL; `mode` "host" or NULL. */
 static atoll_realm_t *open_realm(const char *path, const char *mode) {
     char config[4096], where[1024], notify[64] = "";
@@ -132,22 +121,6 @@ static char *prop_text(atoll_realm_t *r, const char *cls, const char *pk, const 
         free(got_);                                                                                \
     } while (0)
 
-static bool check_json_(const json_t *got, const char *expected, const char *expr, const char *file,
-                        int line) {
-    json_t *want = atoll_parse(J(expected));
-    bool ok = got != NULL && json_equal((json_t *)got, want);
-    if (!atoll_check_(ok, expr, file, line)) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
-        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-        printf("        expected: %s\n        got:      %s\n", w, g ? g : "NULL");
-        free(g);
-        free(w);
-    }
-    json_decref(want);
-    return ok;
-}
-/* The JSON value equals the expected text (' for "), object member order aside. */
-#define CHECK_JSON(got, expected) check_json_((got), (expected), #got, __FILE__, __LINE__)
 
 /* The change log after `after` is one entry, version after + 1, whose instructions equal
  * `expected` (a JSON array, ' for "). */
@@ -160,7 +133,7 @@ static void check_log_(atoll_realm_t *r, uint64_t after, const char *expected, c
              (unsigned long long)after, (unsigned long long)after + 1);
     atoll_check_(json_array_size(log) == 1 && atoll_jint(entry, "version") == (long long)after + 1,
                  what, file, line);
-    check_json_(json_object_get(entry, "instructions"), expected, "the instructions", file, line);
+    atoll_check_json_(json_object_get(entry, "instructions"), expected, "the instructions", file, line);
     json_decref(log);
 }
 #define CHECK_LOG(r, after, expected) check_log_((r), (after), (expected), __FILE__, __LINE__)
@@ -1178,7 +1151,7 @@ static void expect_one_(inbox_t *in, const char *expected, const char *file, int
     snprintf(expr, sizeof expr, "exactly one change (got %zu)", json_array_size(batch));
     atoll_check_(json_array_size(batch) == 1, expr, file, line);
     if (json_array_size(batch) == 1)
-        check_json_(json_array_get(batch, 0), expected, "the change", file, line);
+        atoll_check_json_(json_array_get(batch, 0), expected, "the change", file, line);
     json_decref(batch);
 }
 #define EXPECT_ONE(in, expected) expect_one_((in), (expected), __FILE__, __LINE__)

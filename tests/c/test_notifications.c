@@ -42,17 +42,6 @@ static const char *const SCHEMA =
 
 /* MARK: - Helpers */
 
-/* `text` with every ' turned into " (a rotating thread-local buffer: 16 slots). */
-static const char *J(const char *text) {
-    static _Thread_local char slots[16][4096];
-    static _Thread_local unsigned next;
-    char *out = slots[next++ % 16];
-    snprintf(out, sizeof slots[0], "%s", text);
-    for (char *p = out; *p; p++)
-        if (*p == '\'') *p = '"';
-    return out;
-}
-
 /* Opens `path` with SCHEMA; mode "host", "thread" or NULL (the default). */
 static atoll_realm_t *open_realm(const char *path, const char *mode) {
     char config[4096];
@@ -64,22 +53,6 @@ static atoll_realm_t *open_realm(const char *path, const char *mode) {
     return atoll_realm_open(config);
 }
 
-static bool check_json_(const json_t *got, const char *expected, const char *expr, const char *file,
-                        int line) {
-    json_t *want = atoll_parse(J(expected));
-    bool ok = got != NULL && json_equal((json_t *)got, want);
-    if (!atoll_check_(ok, expr, file, line)) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
-        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-        printf("        expected: %s\n        got:      %s\n", w, g ? g : "NULL");
-        free(g);
-        free(w);
-    }
-    json_decref(want);
-    return ok;
-}
-/* The JSON value equals the expected text (single quotes allowed), object member order aside. */
-#define CHECK_JSON(got, expected) check_json_((got), (expected), #got, __FILE__, __LINE__)
 
 /* Creates or updates (ATOLL_UPDATE_MODIFIED) an object inside the current write transaction. */
 static bool put_(atoll_realm_t *r, const char *cls, const char *obj, const char *file, int line) {
@@ -276,7 +249,7 @@ static json_t *take_one_(inbox_t *in, size_t wait_for, const char *file, int lin
 static bool expect_one_(inbox_t *in, size_t wait_for, const char *member, const char *expected,
                         const char *expr, const char *file, int line) {
     json_t *one = take_one_(in, wait_for, file, line);
-    bool ok = check_json_(member && one ? json_object_get(one, member) : one, expected, expr, file,
+    bool ok = atoll_check_json_(member && one ? json_object_get(one, member) : one, expected, expr, file,
                           line);
     json_decref(one);
     return ok;

@@ -71,16 +71,7 @@ extension Store {
         guard !info.schema.isEmbedded else {
             throw AtollError(.invalidArgument, "'\(className)' is embedded: observe its owner with a key path instead")
         }
-        let rowKey: Int64?
-        if info.primaryKey == nil || info.primaryKeyIsRowKey {
-            guard case .int(let k) = primaryKey else {
-                throw AtollError(.typeMismatch, "objects of '\(className)' are named by an int key; got \(primaryKey.kindName)")
-            }
-            rowKey = try readObject(info, k, conn) == nil ? nil : k
-        } else {
-            rowKey = try lookup(info, primaryKey: primaryKey, conn)
-        }
-        guard let rowKey else { throw AtollError(.notFound, "no \(className) with primary key \(primaryKey.shortDescription)") }
+        guard let rowKey = try rowKey(info, named: primaryKey, conn) else { throw AtollError(.notFound, "no \(className) with primary key \(primaryKey.shortDescription)") }
         return (info, rowKey, try reference(info, rowKey, conn))
     }
 

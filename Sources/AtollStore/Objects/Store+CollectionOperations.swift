@@ -153,16 +153,7 @@ extension Store {
             guard !info.schema.isEmbedded else {
                 throw AtollError(.invalidArgument, "\(name): '\(className)' is embedded; change its owner")
             }
-            let owner: Int64?
-            if info.primaryKey == nil || info.primaryKeyIsRowKey {
-                guard case .int(let k) = primaryKey else {
-                    throw AtollError(.typeMismatch, "objects of '\(className)' are named by an int key; got \(primaryKey.kindName)")
-                }
-                owner = try readObject(info, k, conn) == nil ? nil : k
-            } else {
-                owner = try lookup(info, primaryKey: primaryKey, conn)
-            }
-            guard let owner else { throw AtollError(.notFound, "\(name): no \(className) with primary key \(primaryKey.shortDescription)") }
+            guard let owner = try rowKey(info, named: primaryKey, conn) else { throw AtollError(.notFound, "\(name): no \(className) with primary key \(primaryKey.shortDescription)") }
             return try body(info, p, owner, try reference(info, owner, conn), conn, state.recorder)
         }
     }

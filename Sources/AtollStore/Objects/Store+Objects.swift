@@ -124,6 +124,17 @@ extension Store {
         return try s.step() ? s.int64(0) : nil
     }
 
+    /// The row key of the object a reference names (its primary key, or its row key for a
+    /// class without one, as the change log names objects); nil when there is none.
+    /// - Throws: `.typeMismatch` for a key of the wrong type.
+    func rowKey(_ info: ClassInfo, named reference: Value, _ conn: Connection) throws -> Int64? {
+        guard info.primaryKey == nil || info.primaryKeyIsRowKey else { return try lookup(info, primaryKey: reference, conn) }
+        guard case .int(let k) = reference else {
+            throw AtollError(.typeMismatch, "objects of '\(info.name)' are named by an int key; got \(reference.kindName)")
+        }
+        return try readObject(info, k, conn) == nil ? nil : k
+    }
+
     /// How the change log names an object: its primary key, or its row key for classes without.
     func reference(_ info: ClassInfo, _ rowKey: Int64, _ conn: Connection) throws -> Value {
         guard let p = info.primaryKey else { return .int(rowKey) }

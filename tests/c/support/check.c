@@ -256,6 +256,30 @@ json_t *atoll_parse(const char *text) {
     return value;
 }
 
+const char *atoll_quotes(const char *text) {
+    static _Thread_local char slots[16][4096];
+    static _Thread_local unsigned next;
+    char *out = slots[next++ % 16];
+    snprintf(out, sizeof slots[0], "%s", text);
+    for (char *p = out; *p; p++)
+        if (*p == '\'') *p = '"';
+    return out;
+}
+
+bool atoll_check_json_(const json_t *got, const char *expected, const char *expr, const char *file, int line) {
+    json_t *want = atoll_parse(atoll_quotes(expected));
+    bool ok = got != NULL && json_equal((json_t *)got, want);
+    if (!atoll_check_(ok, expr, file, line)) {
+        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
+        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        printf("        expected: %s\n        got:      %s\n", w, g ? g : "NULL");
+        free(g);
+        free(w);
+    }
+    json_decref(want);
+    return ok;
+}
+
 const char *atoll_jstr(const json_t *obj, const char *key) {
     json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     return json_is_string(v) ? json_string_value(v) : NULL;

@@ -114,6 +114,16 @@ json_t *atoll_take_json(char *text, const char *file, int line);
 /** Parses JSON text of the test itself (must parse). */
 json_t *atoll_parse(const char *text);
 
+/** `text` with every ' turned into ", so that JSON in tests reads as documented (a rotating
+ *  thread-local buffer of 16 slots of 4 KB: use the result at once). */
+const char *atoll_quotes(const char *text);
+#define J(text) atoll_quotes(text)
+
+/** Checks that a JSON value equals the expected text (' for "), object member order aside;
+ *  prints both when not. */
+bool atoll_check_json_(const json_t *got, const char *expected, const char *expr, const char *file, int line);
+#define CHECK_JSON(got, expected) atoll_check_json_((got), (expected), #got, __FILE__, __LINE__)
+
 /** The string member `key` of object `obj`, or NULL. */
 const char *atoll_jstr(const json_t *obj, const char *key);
 /** The integer member `key` of object `obj`, or -999999 when missing or not an integer. */
