@@ -184,7 +184,10 @@ final class Notifier: @unchecked Sendable {
             } else {
                 do { call = try observer.start(store, conn) } catch { call = nil }
             }
+            // Under the notifier's lock: the file watcher reads versions (`oldestVersion`).
+            lock.lock()
             observer.version = now
+            lock.unlock()
             if let call { calls.append((token, call)) }
         }
     }
