@@ -9,7 +9,7 @@ struct CompiledQuery {
     /// A LIMIT that applies last.
     var limit: Int?
     var parameters: [SQLValue]
-    /// Whether whether an object matches depends on that object alone (no DISTINCT or LIMIT,
+    /// Whether an object matches or not depends on that object alone (no DISTINCT or LIMIT,
     /// which weigh it against the others).
     var rowLocal = false
 }
