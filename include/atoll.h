@@ -719,7 +719,10 @@ typedef void (*atoll_changes_fn)(void *userdata, const char *changes_json);
  * [primary keys (row keys for classes without one)], "count": n}. A moved object is also a
  * deletion (old index) and an insertion (new index), as in realm-core; the keys name only the
  * objects that really left, entered or changed. Commits that change nothing of the results
- * call nothing.
+ * call nothing. When the change cannot be computed (another handle or process migrated the
+ * file so that the query no longer runs, a read failed), the callback gets the change with
+ * "error": {"code": status code, "message": text} and empty lists, once: it is not called
+ * again (atoll_object_observe() and atoll_collection_observe() do the same).
  * @param key_paths_json NULL (any property of the objects, and of the objects they link to up
  *   to three links away) or a JSON array of key paths, e.g. ["name", "dogs.name"]: only changes
  *   on those count as modifications (insertions and deletions always count).

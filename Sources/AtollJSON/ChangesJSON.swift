@@ -9,8 +9,8 @@ import CJansson
 public enum ChangesJSON {
     /// A new reference to a results change's JSON object.
     public static func make(_ c: ResultsChange) -> JSONRef {
-        listChange(initial: c.initial, deleted: nil, c.deletions, c.insertions, c.modifications, c.moves,
-                   c.deletedKeys, c.insertedKeys, c.modifiedKeys, count: c.count)
+        withError(c.error, listChange(initial: c.initial, deleted: nil, c.deletions, c.insertions, c.modifications,
+                                      c.moves, c.deletedKeys, c.insertedKeys, c.modifiedKeys, count: c.count))
     }
 
     /// A new reference to an object change's JSON object.
@@ -20,13 +20,24 @@ public enum ChangesJSON {
         json_object_set_new(o, "changedProperties", EJSON.make(.list(c.changedProperties.map(Value.string))))
         json_object_set_new(o, "old", EJSON.make(c.old))
         json_object_set_new(o, "new", EJSON.make(c.new))
-        return o
+        return withError(c.error, o)
     }
 
     /// A new reference to a collection change's JSON object.
     public static func make(_ c: CollectionChange) -> JSONRef {
-        listChange(initial: c.initial, deleted: c.deleted, c.deletions, c.insertions, c.modifications, c.moves,
-                   c.deletedKeys, c.insertedKeys, c.modifiedKeys, count: c.count)
+        withError(c.error, listChange(initial: c.initial, deleted: c.deleted, c.deletions, c.insertions,
+                                      c.modifications, c.moves, c.deletedKeys, c.insertedKeys, c.modifiedKeys,
+                                      count: c.count))
+    }
+
+    /// Adds `"error": {"code", "message"}` to a change's object when there is an error.
+    private static func withError(_ error: AtollError?, _ o: JSONRef) -> JSONRef {
+        guard let error else { return o }
+        let e = json_object()!
+        json_object_set_new(e, "code", json_integer(json_int_t(error.code.rawValue)))
+        json_object_set_new(e, "message", EJSON.make(.string(error.description)))
+        json_object_set_new(o, "error", e)
+        return o
     }
 
     /// A new reference to a realm change's JSON object.

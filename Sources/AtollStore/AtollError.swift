@@ -3,7 +3,7 @@
 ///
 /// The codes mirror the C ABI's `atoll_status_e` one for one, so that the ABI layer translates
 /// without a table of its own.
-public struct AtollError: Error, CustomStringConvertible, Sendable, Equatable {
+public struct AtollError: Error, CustomStringConvertible, Sendable, Hashable {
     /// A closed set of failure kinds. Raw values are the C ABI's status codes: never renumber.
     public enum Code: Int32, Sendable, CaseIterable {
         case invalidArgument = 1

@@ -692,4 +692,30 @@ final class NotificationTests: XCTestCase {
             }
         }
     }
+
+    func testAnObserverWhoseQueryNoLongerRunsGetsTheErrorOnce() throws {
+        let path = temporaryRealmPath()
+        let store = try hostStore(path)
+        try people(store, 1...10)
+        let inbox = Inbox<ResultsChange>()
+        let token = try store.objects("Person", where: "age > 5").observe { inbox.add($0) }
+        defer { token.invalidate() }
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take().map(\.count), [5])
+        // Another handle migrates the file: Person loses `age`, which the query reads.
+        var classes = Self.schema.classes
+        classes[0].properties.removeAll { $0.name == "age" }
+        let migrated = try Store(Configuration(path: path, schema: Schema(classes), schemaVersion: 1))
+        defer { migrated.close() }
+        try migrated.write { try migrated.create("Person", ["id": .int(11), "name": .string("new")]) }
+        try store.deliverNotifications()
+        let failed = inbox.take()
+        XCTAssertEqual(failed.count, 1)
+        let error = try XCTUnwrap(failed.first?.error, "the observer is told why it stops")
+        XCTAssertTrue(error.description.contains("age"), error.description)
+        XCTAssertEqual(failed.first?.insertions, [])
+        try migrated.write { try migrated.create("Person", ["id": .int(12), "name": .string("newer")]) }
+        try store.deliverNotifications()
+        XCTAssertEqual(inbox.take(), [], "and is not called again")
+    }
 }

@@ -1900,9 +1900,55 @@ static void test_bad_input_fails_cleanly(void) {
     inbox_destroy(&in);
 }
 
+/* Another handle migrates the file so that the observed query no longer runs: the observer
+ * gets one last change carrying the error, then nothing. */
+static void test_error_after_another_handle_migrates(void) {
+    const char *path = atoll_tmp_realm_path("migrated");
+    atoll_realm_t *r = open_realm(path, "host");
+    if (!CHECK(r != NULL)) return;
+    people(r, 1, 10);
+    atoll_results_t *res = atoll_results_query(r, "Person", "age > 5", NULL);
+    inbox_t in;
+    inbox_init(&in);
+    atoll_token_t *token = atoll_results_observe(res, NULL, on_change, &in, on_free);
+    CHECK(token != NULL);
+    DELIVER(r);
+    EXPECT_ONE(&in, initial_results(5));
+
+    /* The same schema without Person.age (the first "age" of SCHEMA), at version 1. */
+    char schema[4096];
+    snprintf(schema, sizeof schema, "%s", SCHEMA);
+    char *age = strstr(schema, "\"age\": \"int\", ");
+    if (!CHECK(age != NULL)) return;
+    memmove(age, age + strlen("\"age\": \"int\", "), strlen(age + strlen("\"age\": \"int\", ")) + 1);
+    char config[8192];
+    snprintf(config, sizeof config, "{\"path\": \"%s\", \"schema\": %s, \"schemaVersion\": 1}", path, schema);
+    atoll_realm_t *migrated = atoll_realm_open(config);
+    if (CHECK(migrated != NULL)) {
+        COMMIT_PUT(migrated, "Person", "{'id': 11, 'name': 'new'}");
+        DELIVER(r);
+        json_t *change = TAKE_ONE(&in);
+        json_t *error = json_object_get(change, "error");
+        CHECK(json_integer_value(json_object_get(error, "code")) > 0);
+        const char *message = json_string_value(json_object_get(error, "message"));
+        CHECK(message != NULL && strstr(message, "age") != NULL);
+        CHECK_JSON(json_object_get(change, "insertions"), "[]");
+        json_decref(change);
+        COMMIT_PUT(migrated, "Person", "{'id': 12, 'name': 'newer'}");
+        DELIVER(r);
+        EXPECT_NONE(&in); /* not called again */
+        atoll_realm_close(migrated);
+    }
+    atoll_token_free(token);
+    atoll_results_free(res);
+    atoll_realm_close(r);
+    inbox_destroy(&in);
+}
+
 int main(int argc, char **argv) {
     static const atoll_test_t tests[] = {
         ATOLL_TEST(test_results_insert_delete_modify),
+        ATOLL_TEST(test_error_after_another_handle_migrates),
         ATOLL_TEST(test_sorted_results_report_moves),
         ATOLL_TEST(test_string_and_row_keys),
         ATOLL_TEST(test_key_path_filters),

@@ -39,6 +39,9 @@ public struct ResultsChange: Hashable, Sendable {
     public var modifiedKeys: [Value] = []
     /// The number of objects now.
     public var count: Int = 0
+    /// Set when the change could not be computed (the file's classes were changed under the
+    /// observer by a migration, a read failed): the observer's last call; the rest is empty.
+    public var error: AtollError?
 
     public init(initial: Bool) { self.initial = initial }
 }
@@ -50,6 +53,9 @@ public struct ObjectChange: Hashable, Sendable {
     public var changedProperties: [String] = []
     public var old = Document()
     public var new = Document()
+    /// Set when the change could not be computed (the file's classes were changed under the
+    /// observer by a migration, a read failed): the observer's last call; the rest is empty.
+    public var error: AtollError?
 
     public init(deleted: Bool) { self.deleted = deleted }
 }
@@ -71,6 +77,9 @@ public struct CollectionChange: Hashable, Sendable {
     public var insertedKeys: [Value] = []
     public var modifiedKeys: [Value] = []
     public var count: Int = 0
+    /// Set when the change could not be computed (the file's classes were changed under the
+    /// observer by a migration, a read failed): the observer's last call; the rest is empty.
+    public var error: AtollError?
 
     public init(initial: Bool) { self.initial = initial }
 }

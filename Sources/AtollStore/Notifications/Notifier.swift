@@ -161,6 +161,12 @@ final class Notifier: @unchecked Sendable {
         return true
     }
 
+    /// An observer whose change cannot be computed gets the error once and is done.
+    private func fail(_ observer: Observer, _ error: Error) -> (() -> Void)? {
+        observer.finished = true
+        return observer.failed(error as? AtollError ?? AtollError(.internal, "\(error)"))
+    }
+
     private func evaluate(_ observers: [Observer], _ store: Store, _ conn: Connection, _ now: UInt64,
                           into calls: inout [(NotificationToken, () -> Void)]) throws {
         // Observers registered at different versions diff from their own; usually one index.
@@ -180,9 +186,9 @@ final class Notifier: @unchecked Sendable {
                     finder = ModificationFinder(store: store, conn: conn, index: index)
                     finders[from] = finder
                 }
-                do { call = try observer.evaluate(store, finder) } catch { call = nil }
+                do { call = try observer.evaluate(store, finder) } catch { call = fail(observer, error) }
             } else {
-                do { call = try observer.start(store, conn) } catch { call = nil }
+                do { call = try observer.start(store, conn) } catch { call = fail(observer, error) }
             }
             // Under the notifier's lock: the file watcher reads versions (`oldestVersion`).
             lock.lock()

@@ -18,6 +18,9 @@ class Observer {
 
     /// A later delivery: what to call for the changes in `finder.index`, if anything.
     func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? { nil }
+
+    /// What to call when the change could not be computed (the observer is done after it).
+    func failed(_ error: AtollError) -> (() -> Void)? { nil }
 }
 
 final class RealmObserver: Observer {
@@ -145,6 +148,13 @@ final class ResultsObserver: Observer {
         super.init(token: token)
     }
 
+    override func failed(_ error: AtollError) -> (() -> Void)? {
+        var change = ResultsChange(initial: false)
+        change.error = error
+        let callback = self.callback
+        return { callback(change) }
+    }
+
     override func start(_ store: Store, _ conn: Connection) throws -> (() -> Void)? {
         (keys, references) = try results.keysAndReferences()
         var change = ResultsChange(initial: true)
@@ -209,6 +219,13 @@ final class ObjectObserver: Observer {
         self.tree = tree
         self.callback = callback
         super.init(token: token)
+    }
+
+    override func failed(_ error: AtollError) -> (() -> Void)? {
+        var change = ObjectChange(deleted: false)
+        change.error = error
+        let callback = self.callback
+        return { callback(change) }
     }
 
     override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
@@ -291,6 +308,13 @@ final class CollectionObserver: Observer {
         case .object(let doc): return (doc.values, doc.keys)
         default: return ([], [])
         }
+    }
+
+    override func failed(_ error: AtollError) -> (() -> Void)? {
+        var change = CollectionChange(initial: false)
+        change.error = error
+        let callback = self.callback
+        return { callback(change) }
     }
 
     override func start(_ store: Store, _ conn: Connection) throws -> (() -> Void)? {

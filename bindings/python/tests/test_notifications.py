@@ -1094,3 +1094,52 @@ def test_exiting_with_live_observers_and_streams_is_clean(tmp_path):
     proc = run_python(EXIT_CHILD, str(tmp_path / "exit.realm"))
     assert (proc.returncode, proc.stdout.strip()) == (0, "exiting"), proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_an_observer_whose_query_no_longer_runs_gets_the_error_once(tmp_path):
+    path = tmp_path / "migrated.realm"
+    with atoll.open(path, schema=SCHEMA, notifications="host") as realm:
+        with realm.write():
+            realm.create_many("Person", [{"id": i, "name": f"p{i}", "age": i} for i in range(1, 11)])
+        got: List[Any] = []
+        token = realm.objects("Person").filter("age > 5").observe(got.append)
+        realm.deliver_notifications()
+        assert [c.count for c in got] == [5]
+        got.clear()
+        # Another handle migrates the file: Person loses `age`, which the query reads.
+        person = dict(PERSON, properties={k: v for k, v in PERSON["properties"].items() if k != "age"})
+        migrated_schema = [person if c is PERSON else c for c in SCHEMA]
+        with atoll.open(path, schema=migrated_schema, schema_version=1) as migrated:
+            with migrated.write():
+                migrated.create("Person", {"id": 11, "name": "new"})
+            realm.deliver_notifications()
+            assert len(got) == 1
+            assert isinstance(got[0].error, atoll.AtollError)
+            assert "age" in str(got[0].error)
+            assert got[0].insertions == [] and got[0].deletions == []
+            with migrated.write():
+                migrated.create("Person", {"id": 12, "name": "newer"})
+            realm.deliver_notifications()
+            assert len(got) == 1, "not called again"
+        token.invalidate()
+
+
+def test_a_change_stream_raises_the_error_that_ends_it(tmp_path):
+    path = tmp_path / "migrated-stream.realm"
+
+    async def main() -> None:
+        with atoll.open(path, schema=SCHEMA, notifications="host") as realm:
+            with realm.write():
+                realm.create("Person", {"id": 1, "name": "a", "age": 9})
+            person = dict(PERSON, properties={k: v for k, v in PERSON["properties"].items() if k != "age"})
+            migrated_schema = [person if c is PERSON else c for c in SCHEMA]
+            stream = realm.objects("Person").filter("age > 5").changes()
+            first = await asyncio.wait_for(stream.__anext__(), 20)
+            assert first.initial and first.count == 1
+            with atoll.open(path, schema=migrated_schema, schema_version=1) as migrated:
+                with migrated.write():
+                    migrated.create("Person", {"id": 2, "name": "b"})
+                with pytest.raises(atoll.AtollError, match="age"):
+                    await asyncio.wait_for(stream.__anext__(), 20)
+
+    asyncio.run(main())

@@ -42,6 +42,7 @@ from typing import (Any, Callable, Dict, Generic, List, Mapping, NamedTuple,
                     Optional, TypeVar)
 
 from . import _ffi, ejson
+from .errors import AtollError, error_for
 
 __all__ = ["Move", "ResultsChange", "CollectionChange", "ObjectChange", "RealmChange",
            "NotificationToken", "ChangeStream"]
@@ -88,6 +89,9 @@ class ResultsChange:
     inserted_keys: List[Any] = field(default_factory=list)
     modified_keys: List[Any] = field(default_factory=list)
     count: int = 0
+    #: set when the change could not be computed (e.g. another process migrated the file so
+    #: that the query no longer runs): the observer's last call, with empty lists
+    error: Optional[AtollError] = None
 
 
 @dataclass
@@ -121,6 +125,8 @@ class ObjectChange:
     changed_properties: List[str] = field(default_factory=list)
     old: Dict[str, Any] = field(default_factory=dict)
     new: Dict[str, Any] = field(default_factory=dict)
+    #: set when the change could not be computed: the observer's last call
+    error: Optional[AtollError] = None
 
 
 @dataclass
@@ -149,7 +155,16 @@ def _results_fields(d: Mapping[str, Any]) -> Dict[str, Any]:
         inserted_keys=list(d.get("insertedKeys") or ()),
         modified_keys=list(d.get("modifiedKeys") or ()),
         count=int(d.get("count", 0)),
+        error=_error(d),
     )
+
+
+def _error(d: Mapping[str, Any]) -> Optional[AtollError]:
+    """The error a change carries (``"error": {"code", "message"}``), as the binding's exception."""
+    e = d.get("error")
+    if not isinstance(e, Mapping):
+        return None
+    return error_for(int(e.get("code", 0)), str(e.get("message", "")))
 
 
 def decode_results_change(d: Mapping[str, Any]) -> ResultsChange:
@@ -166,7 +181,7 @@ def decode_object_change(d: Mapping[str, Any]) -> ObjectChange:
     """An :class:`ObjectChange` from the library's (EJSON-decoded) change object."""
     return ObjectChange(deleted=bool(d.get("deleted", False)),
                         changed_properties=[str(p) for p in d.get("changedProperties") or ()],
-                        old=dict(d.get("old") or {}), new=dict(d.get("new") or {}))
+                        old=dict(d.get("old") or {}), new=dict(d.get("new") or {}), error=_error(d))
 
 
 def decode_realm_change(d: Mapping[str, Any]) -> RealmChange:
@@ -436,7 +451,8 @@ class ChangeStream(Generic[T]):
     loop body breaks out and drops the stream, on :meth:`aclose` (or the end of an ``async
     with`` block), when the task waiting for a change is cancelled, after an object or
     collection change with ``deleted=True``, and when the realm is closed (changes already
-    queued are yielded first).
+    queued are yielded first). When a change cannot be computed (its ``error`` is set), the
+    iteration raises that error.
     """
 
     def __init__(self, state: _StreamState) -> None:
@@ -458,6 +474,10 @@ class ChangeStream(Generic[T]):
         if item is _END:
             self._stop()
             raise StopAsyncIteration
+        error = getattr(item, "error", None)
+        if error is not None:  # the observer's last call: the stream ends with its error
+            self._stop()
+            raise error
         if state.finish_after(item):
             self._stop()
         return item  # type: ignore[no-any-return]
