@@ -23,30 +23,73 @@ class Observer {
     func failed(_ error: AtollError) -> (() -> Void)? { nil }
 }
 
-final class RealmObserver: Observer {
-    let callback: @Sendable (RealmChange) -> Void
+/// A change an observer's callback receives.
+protocol ObservedChange: Sendable {
+    /// The change that tells the callback its observer failed (nil: such observers cannot).
+    static func failure(_ error: AtollError) -> Self?
+}
 
-    init(token: NotificationToken, callback: @escaping @Sendable (RealmChange) -> Void) {
+extension ResultsChange: ObservedChange {
+    static func failure(_ error: AtollError) -> ResultsChange? {
+        var change = ResultsChange(initial: false)
+        change.error = error
+        return change
+    }
+}
+
+extension ObjectChange: ObservedChange {
+    static func failure(_ error: AtollError) -> ObjectChange? {
+        var change = ObjectChange(deleted: false)
+        change.error = error
+        return change
+    }
+}
+
+extension CollectionChange: ObservedChange {
+    static func failure(_ error: AtollError) -> CollectionChange? {
+        var change = CollectionChange(initial: false)
+        change.error = error
+        return change
+    }
+}
+
+extension RealmChange: ObservedChange {
+    static func failure(_ error: AtollError) -> RealmChange? { nil }
+}
+
+/// An observer with its callback.
+class CallbackObserver<Change: ObservedChange>: Observer {
+    let callback: @Sendable (Change) -> Void
+
+    init(token: NotificationToken, callback: @escaping @Sendable (Change) -> Void) {
         self.callback = callback
         super.init(token: token)
     }
 
+    /// What delivers `change` (called once the store's lock is released).
+    final func call(_ change: Change) -> () -> Void {
+        let callback = self.callback
+        return { callback(change) }
+    }
+
+    override func failed(_ error: AtollError) -> (() -> Void)? { Change.failure(error).map(call) }
+}
+
+final class RealmObserver: CallbackObserver<RealmChange> {
     override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
         let index = finder.index
         guard index.to > index.from else { return nil }
         let change = RealmChange(previousVersion: index.from, version: index.to, classes: index.changedClasses)
-        let callback = self.callback
-        return { callback(change) }
+        return call(change)
     }
 }
 
-final class ResultsObserver: Observer {
+final class ResultsObserver: CallbackObserver<ResultsChange> {
     let results: Results
     let tree: KeyPathTree
     /// The classes whose changes can change the results (those linked to the results' class,
     /// either way, at any distance).
     let dependencies: Set<String>
-    let callback: @Sendable (ResultsChange) -> Void
     private var keys: [Int64] = []
     /// The objects' primary keys, when they are not the row keys.
     private var references: [Value]?
@@ -144,23 +187,14 @@ final class ResultsObserver: Observer {
         self.results = results
         self.tree = tree
         self.dependencies = dependencies
-        self.callback = callback
-        super.init(token: token)
-    }
-
-    override func failed(_ error: AtollError) -> (() -> Void)? {
-        var change = ResultsChange(initial: false)
-        change.error = error
-        let callback = self.callback
-        return { callback(change) }
+        super.init(token: token, callback: callback)
     }
 
     override func start(_ store: Store, _ conn: Connection) throws -> (() -> Void)? {
         (keys, references) = try results.keysAndReferences()
         var change = ResultsChange(initial: true)
         change.count = keys.count
-        let callback = self.callback
-        return { callback(change) }
+        return call(change)
     }
 
     override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
@@ -197,17 +231,15 @@ final class ResultsObserver: Observer {
         change.insertedKeys = diff.added.map { newReferences?[$0] ?? .int(new[$0]) }
         change.modifiedKeys = change.modifications.map { newReferences?[$0] ?? .int(new[$0]) }
         change.count = new.count
-        let callback = self.callback
-        return { callback(change) }
+        return call(change)
     }
 }
 
-final class ObjectObserver: Observer {
+final class ObjectObserver: CallbackObserver<ObjectChange> {
     let info: ClassInfo
     let reference: Value
     let rowKey: Int64
     let tree: KeyPathTree
-    let callback: @Sendable (ObjectChange) -> Void
     private var document: Document
 
     init(token: NotificationToken, info: ClassInfo, reference: Value, rowKey: Int64, document: Document,
@@ -217,25 +249,16 @@ final class ObjectObserver: Observer {
         self.rowKey = rowKey
         self.document = document
         self.tree = tree
-        self.callback = callback
-        super.init(token: token)
-    }
-
-    override func failed(_ error: AtollError) -> (() -> Void)? {
-        var change = ObjectChange(deleted: false)
-        change.error = error
-        let callback = self.callback
-        return { callback(change) }
+        super.init(token: token, callback: callback)
     }
 
     override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
         let index = finder.index
-        let callback = self.callback
         if try finder.isGone(info, reference, rowKey) {
             finished = true
             var change = ObjectChange(deleted: true)
             change.old = document
-            return { callback(change) }
+            return call(change)
         }
         let modified = try index.incomplete || finder.modifiedRows(info.name, tree).contains(rowKey)
         guard modified else { return nil }
@@ -248,7 +271,7 @@ final class ObjectObserver: Observer {
             change.new[name] = now[name] ?? .null
         }
         document = now
-        return { callback(change) }
+        return call(change)
     }
 
     /// The watched properties that changed, in schema order.
@@ -279,14 +302,13 @@ final class ObjectObserver: Observer {
     }
 }
 
-final class CollectionObserver: Observer {
+final class CollectionObserver: CallbackObserver<CollectionChange> {
     let info: ClassInfo
     let reference: Value
     let rowKey: Int64
     let property: Property
     /// What is watched on the linked objects of a collection of links.
     let tree: KeyPathTree?
-    let callback: @Sendable (CollectionChange) -> Void
     private var elements: [Value] = []
     private var dictionaryKeys: [String] = []
 
@@ -297,8 +319,7 @@ final class CollectionObserver: Observer {
         self.rowKey = rowKey
         self.property = property
         self.tree = tree
-        self.callback = callback
-        super.init(token: token)
+        super.init(token: token, callback: callback)
     }
 
     /// Reads the collection's current elements (and, for a dictionary, its keys in order).
@@ -310,31 +331,22 @@ final class CollectionObserver: Observer {
         }
     }
 
-    override func failed(_ error: AtollError) -> (() -> Void)? {
-        var change = CollectionChange(initial: false)
-        change.error = error
-        let callback = self.callback
-        return { callback(change) }
-    }
-
     override func start(_ store: Store, _ conn: Connection) throws -> (() -> Void)? {
         (elements, dictionaryKeys) = try read(store, conn)
         var change = CollectionChange(initial: true)
         change.count = elements.count
-        let callback = self.callback
-        return { callback(change) }
+        return call(change)
     }
 
     override func evaluate(_ store: Store, _ finder: ModificationFinder) throws -> (() -> Void)? {
         let index = finder.index
-        let callback = self.callback
         if try finder.isGone(info, reference, rowKey) {
             finished = true
             var change = CollectionChange(initial: false)
             change.deleted = true
             change.deletions = Array(elements.indices)
             change.deletedKeys = property.collection == .dictionary ? dictionaryKeys.map(Value.string) : elements
-            return { callback(change) }
+            return call(change)
         }
         let touchedHere = index.incomplete || index.classes[info.name]?.touched[reference]?.contains { $0.first == .key(property.name) } == true
         let linkTargets = try modifiedTargets(store, finder)
@@ -386,7 +398,7 @@ final class CollectionObserver: Observer {
         elements = newElements
         dictionaryKeys = newKeys
         guard !change.deletions.isEmpty || !change.insertions.isEmpty || !change.modifications.isEmpty else { return nil }
-        return { callback(change) }
+        return call(change)
     }
 
     /// Replays the list's instructions of the range on the old positions: which old elements
