@@ -2,8 +2,8 @@
 import PackageDescription
 
 // Atoll: an offline-first object database on SQLite, with a C ABI (libatoll.so).
-// Layers (docs/architecture.md): CSQLite, CJansson <- AtollStore <- AtollJSON <- AtollC, and the
-// atoll-cli executable on AtollJSON.
+// Layers (docs/architecture.md): CSQLite, CJansson <- AtollStore <- AtollJSON <- AtollC; the typed
+// Swift API Atoll on AtollStore; the atoll-cli executable on AtollJSON.
 let package = Package(
     name: "Atoll",
     products: [
@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "atoll", type: .dynamic, targets: ["AtollC"]),
         .library(name: "AtollStore", targets: ["AtollStore"]),
         .library(name: "AtollJSON", targets: ["AtollJSON"]),
+        // The typed Swift API (Object, @Persisted, Realm, Results<T>): what Swift apps import.
+        .library(name: "Atoll", targets: ["Atoll"]),
     ],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
@@ -20,6 +22,7 @@ let package = Package(
                        providers: [.apt(["libjansson-dev"])]),
         .target(name: "AtollStore", dependencies: ["CSQLite"]),
         .target(name: "AtollJSON", dependencies: ["AtollStore", "CJansson"]),
+        .target(name: "Atoll", dependencies: ["AtollStore"]),
         .target(
             name: "AtollC",
             dependencies: ["AtollStore", "AtollJSON", "CJansson"],
@@ -27,6 +30,7 @@ let package = Package(
         ),
         .target(name: "AtollTestSupport", dependencies: ["AtollStore"], path: "Tests/AtollTestSupport"),
         .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore", "AtollTestSupport"]),
+        .testTarget(name: "AtollTests", dependencies: ["Atoll", "AtollTestSupport"]),
         .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore", "AtollTestSupport"]),
         // The `atoll` command (docs/cli.md). Its product is named atoll-cli because the library
         // product is named atoll; `make install` installs it as bin/atoll, beside lib/, where the

@@ -101,6 +101,9 @@ public final class Store: @unchecked Sendable {
     /// Whether reads between refreshes run in one held read transaction (a WAL snapshot);
     /// false for in-memory stores, whose journal would make a held read block writers.
     var holdsSnapshot = false
+    /// How many snapshots were taken so far (with `writeCount`, tells the typed API whether
+    /// what this handle reads may have changed; see `Store+Typed.swift`).
+    var snapshotCount = 0
     /// The change-log version the held snapshot sees (nil while none is held).
     var snapshotVersion: UInt64?
     /// The size the WAL file is truncated to when SQLite resets it (64 MB).
@@ -229,6 +232,7 @@ public final class Store: @unchecked Sendable {
     /// Starts the held read transaction and notes the version it sees.
     func beginSnapshot(_ conn: Connection) throws {
         try conn.execute("BEGIN DEFERRED")
+        snapshotCount += 1
         do {
             let version = try latestVersion(conn)
             snapshotVersion = version

@@ -137,7 +137,7 @@ public final class Results: @unchecked Sendable {
         }
     }
 
-    private func page(_ select: String, offset: Int, limit: Int?, _ conn: Connection) throws -> Statement {
+    func page(_ select: String, offset: Int, limit: Int?, _ conn: Connection) throws -> Statement {
         var count = limit.map { Int64($0) } ?? -1
         if let cap = compiled.limit {
             let left = Int64(max(0, cap - offset))

@@ -1,0 +1,192 @@
+import AtollStore
+import Foundation
+
+/// One `Object` or `EmbeddedObject` subclass as the typed layer knows it: its schema, found by
+/// reflection (`Mirror` over a fresh instance's `@Persisted` properties, superclasses' first),
+/// and the tables that turn key paths into properties.
+final class ObjectClass: @unchecked Sendable {
+    let type: ObjectBase.Type
+    let name: String
+    let schema: ObjectSchema
+    let isEmbedded: Bool
+    /// Property name → index in `schema.properties`.
+    let propertyIndex: [String: Int]
+    /// Per property: its `Persisted` type, which reads and writes it without knowing its type.
+    let properties: [AnyPersisted.Type]
+    /// The classes this one links to (links, lists, sets, maps, linking objects).
+    let linkedClasses: [ObjectBase.Type]
+
+    private let lock = NSLock()
+    /// Storage key path → property index, learned by probing (see `index(of:in:mark:reader:)`).
+    private var keyPaths: [AnyKeyPath: Int] = [:]
+    /// Per property, once its key path is known: reads an unmanaged object's value for a write.
+    private var readers: [((ObjectBase, Realm) throws -> Value?)?]
+
+    private init(_ type: ObjectBase.Type) {
+        self.type = type
+        name = type.className()
+        isEmbedded = type is EmbeddedObject.Type
+        let prototype = type.init()
+        var found = [(String, AnyPersisted)]()
+        var mirrors = [Mirror]()
+        var mirror: Mirror? = Mirror(reflecting: prototype)
+        while let m = mirror {
+            mirrors.append(m)
+            mirror = m.superclassMirror
+        }
+        for m in mirrors.reversed() {
+            for child in m.children {
+                guard let label = child.label, label.hasPrefix("_"), let p = child.value as? AnyPersisted else { continue }
+                found.append((String(label.dropFirst()), p))
+            }
+        }
+        var properties = [Property]()
+        var primaryKey: String?
+        var linked = [ObjectBase.Type]()
+        for (name, p) in found {
+            let shape = Swift.type(of: p).valueShape
+            if p.options.primaryKey { primaryKey = name }
+            if let target = shape.objectClass { linked.append(target) }
+            properties.append(Property(
+                name: name, type: shape.type, objectType: shape.objectClass?.className(), collection: shape.collection,
+                isOptional: shape.isOptional, isIndexed: p.options.indexed,
+                linkOriginProperty: shape.type == .linkingObjects ? p.options.originProperty : nil))
+        }
+        schema = ObjectSchema(name: name, primaryKey: primaryKey, isEmbedded: isEmbedded, properties: properties)
+        propertyIndex = Dictionary(properties.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.properties = found.map { Swift.type(of: $0.1) }
+        linkedClasses = linked
+        readers = Array(repeating: nil, count: found.count)
+    }
+
+    private static let registryLock = NSLock()
+    nonisolated(unsafe) private static var registry: [ObjectIdentifier: ObjectClass] = [:]
+
+    /// The class of a type, made on first use (and remembered for the process: every class
+    /// used so far is in the schema of realms opened without `objectTypes`).
+    static func of(_ type: ObjectBase.Type) -> ObjectClass {
+        let id = ObjectIdentifier(type)
+        registryLock.lock()
+        if let known = registry[id] {
+            registryLock.unlock()
+            return known
+        }
+        registryLock.unlock()
+        let made = ObjectClass(type)
+        registryLock.lock()
+        defer { registryLock.unlock() }
+        if let known = registry[id] { return known }
+        registry[id] = made
+        return made
+    }
+
+    /// Every class known so far.
+    static var known: [ObjectClass] {
+        registryLock.lock()
+        defer { registryLock.unlock() }
+        return Array(registry.values)
+    }
+
+    /// The classes a set of types needs: them, and every class they link to, transitively.
+    static func closure(of types: [ObjectBase.Type]) -> [ObjectClass] {
+        var seen = Set<ObjectIdentifier>()
+        var result = [ObjectClass]()
+        var queue = types
+        while let t = queue.popLast() {
+            guard seen.insert(ObjectIdentifier(t)).inserted else { continue }
+            let cls = of(t)
+            result.append(cls)
+            queue += cls.linkedClasses
+        }
+        return result.sorted { $0.name < $1.name }
+    }
+
+    // MARK: - Key paths
+
+    /// The index of the property whose storage key path is `keyPath`: learned once per class
+    /// by marking that storage on `object` (`mark`) and finding the marked child in a `Mirror`.
+    /// `reader` reads the property of another object of this class, for `add`.
+    func index(of keyPath: AnyKeyPath, in object: ObjectBase, mark: () -> Void,
+               reader: @escaping (ObjectBase, Realm) throws -> Value?) -> Int {
+        lock.lock()
+        if let i = keyPaths[keyPath] {
+            lock.unlock()
+            return i
+        }
+        lock.unlock()
+        mark()
+        var index = -1
+        var mirror: Mirror? = Mirror(reflecting: object)
+        search: while let m = mirror {
+            for child in m.children {
+                if let p = child.value as? AnyPersisted, p.index == Persisted<Int>.probeMark, let label = child.label {
+                    index = propertyIndex[String(label.dropFirst())] ?? -1
+                    break search
+                }
+            }
+            mirror = m.superclassMirror
+        }
+        lock.lock()
+        keyPaths[keyPath] = index
+        if index >= 0 { readers[index] = reader }
+        lock.unlock()
+        return index
+    }
+
+    /// The stored values of an unmanaged object's properties, for writing it into `realm`.
+    /// Properties never read or written through their key path are read through a `Mirror`.
+    func storedValues(of object: ObjectBase, _ realm: Realm) throws -> [Value?] {
+        lock.lock()
+        let readers = self.readers
+        lock.unlock()
+        var values = [Value?](repeating: nil, count: properties.count)
+        var missing = false
+        // A link that closes a cycle of unmanaged objects is left out, and written later.
+        func read(_ i: Int, _ body: () throws -> Value?) throws {
+            do { values[i] = try body() } catch is CyclicLink {
+                realm.deferLink(object, property: i, value: unmanagedValue(object, i))
+            }
+        }
+        for (i, reader) in readers.enumerated() {
+            if schema.properties[i].isComputed { continue }
+            if let override = object._unmanagedValues?[i] {
+                try read(i) { try realm.storedValue(override, for: schema.properties[i]) }
+            } else if let reader {
+                try read(i) { try reader(object, realm) }
+            } else {
+                missing = true
+            }
+        }
+        guard missing else { return values }
+        for (name, p) in persistedChildren(of: object) {
+            guard let i = propertyIndex[name], readers[i] == nil, object._unmanagedValues?[i] == nil,
+                  !schema.properties[i].isComputed else { continue }
+            try read(i) { try p.storedValue(realm) }
+        }
+        return values
+    }
+
+    /// The value an unmanaged object's property holds (its default when never set).
+    func unmanagedValue(_ object: ObjectBase, _ index: Int) -> Any? {
+        let name = schema.properties[index].name
+        for (n, p) in persistedChildren(of: object) where n == name {
+            return p.anyValue ?? properties[index].defaultValue
+        }
+        return nil
+    }
+
+    private func persistedChildren(of object: ObjectBase) -> [(String, AnyPersisted)] {
+        var result = [(String, AnyPersisted)]()
+        var mirror: Mirror? = Mirror(reflecting: object)
+        while let m = mirror {
+            for child in m.children {
+                if let label = child.label, let p = child.value as? AnyPersisted { result.append((String(label.dropFirst()), p)) }
+            }
+            mirror = m.superclassMirror
+        }
+        return result
+    }
+}
+
+/// Thrown while serializing a link to an object that is being added: the link closes a cycle.
+struct CyclicLink: Error {}
