@@ -372,8 +372,8 @@ public final class Realm: @unchecked Sendable {
 
     // MARK: - Reading
 
-    /// Every object of a class, as live results.
-    public func objects<T: Object>(_ type: T.Type) -> Results<T> {
+    /// Every object of a class (or projection of a class), as live results.
+    public func objects<T: RealmFetchable>(_ type: T.Type) -> Results<T> {
         Results(realm: self, query: ResultsQuery())
     }
 

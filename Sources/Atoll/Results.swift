@@ -72,7 +72,7 @@ public struct SortDescriptor: Sendable, Hashable {
 /// let rexes = realm.objects(Dog.self).where { $0.name == "Rex" && $0.age > 3 }.sorted(byKeyPath: "age")
 /// for dog in rexes { print(dog.name) }
 /// ```
-public struct Results<Element: ObjectBase>: RandomAccessCollection, CustomStringConvertible {
+public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomStringConvertible {
     /// The realm the results read.
     public let realm: Realm?
     let query: ResultsQuery
@@ -110,11 +110,6 @@ public struct Results<Element: ObjectBase>: RandomAccessCollection, CustomString
         sorted(by: [SortDescriptor(keyPath: keyPath, ascending: ascending)])
     }
 
-    /// Sorted by a Swift key path: `sorted(by: \.age, ascending: false)`.
-    public func sorted<V: Comparable>(by keyPath: KeyPath<Element, V>, ascending: Bool = true) -> Results {
-        sorted(byKeyPath: KeyPathRecorder.name(of: keyPath), ascending: ascending)
-    }
-
     /// Sorted by several keys, the first deciding first. Replaces an earlier sort.
     public func sorted<S: Sequence>(by descriptors: S) -> Results where S.Element == SortDescriptor {
         with { $0.sorts = Array(descriptors) }
@@ -136,7 +131,7 @@ public struct Results<Element: ObjectBase>: RandomAccessCollection, CustomString
     func storeResults() throws -> AtollStore.Results {
         guard let realm else { throw AtollError(.closed, "the results have no realm") }
         if let compiled = state.compiled { return compiled }
-        let cls = try realm.objectClass(Element.self)
+        let cls = try realm.objectClass(Element._atollObjectType)
         let (text, arguments) = query.text
         let results = try realm.store.objects(cls.name, where: text, arguments)
         state.compiled = results
@@ -177,27 +172,28 @@ public struct Results<Element: ObjectBase>: RandomAccessCollection, CustomString
     /// The object at a position (reading its page of rows at once).
     /// Positions out of range give an invalidated object and an error in `realm.lastError`.
     public subscript(position: Int) -> Element {
-        guard let realm else { return Element() }
+        guard let realm else { return Element._atollUnmanaged() }
         let keys = keys()
         guard keys.indices.contains(position) else {
             realm.report(AtollError(.invalidArgument, "index \(position) is out of range for results of \(keys.count) objects"))
-            return realm.managedObject(Element.self, key: -1)
+            return Element._atollUnmanaged()
         }
         let key = keys[position]
         if state.rows[key] == nil {
             let page = position / ResultsState.pageSize * ResultsState.pageSize
             let pageKeys = Array(keys[page..<Swift.min(keys.count, page + ResultsState.pageSize)])
             do {
-                let cls = try realm.objectClass(Element.self)
+                let cls = try realm.objectClass(Element._atollObjectType)
                 state.rows = try realm.store.typedRows(cls.name, keys: pageKeys)
             } catch { realm.report(error) }
         }
-        return realm.managedObject(Element.self, key: key, row: state.rows[key], stamp: state.stamp)
+        let cls = ObjectClass.of(Element._atollObjectType)
+        return Element._atollFetched(ObjectAccessor(realm: realm, cls: cls, key: key, row: state.rows[key], stamp: state.stamp))
     }
 
     /// The position of an object in the results, or nil.
     public func index(of object: Element) -> Int? {
-        guard let key = object._accessor?.currentKey else { return nil }
+        guard let key = object._atollAccessor?.currentKey else { return nil }
         return keys().firstIndex(of: key)
     }
 
@@ -213,11 +209,6 @@ public struct Results<Element: ObjectBase>: RandomAccessCollection, CustomString
     public func sum<T: _Persistable>(ofProperty property: String) -> T { aggregate("sum", property) ?? T._atollDefault() }
     /// The average of a numeric property (nil when there are no objects).
     public func average<T: _Persistable>(ofProperty property: String) -> T? { aggregate("avg", property) }
-
-    public func min<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T? { min(ofProperty: KeyPathRecorder.name(of: keyPath)) }
-    public func max<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T? { max(ofProperty: KeyPathRecorder.name(of: keyPath)) }
-    public func sum<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T { sum(ofProperty: KeyPathRecorder.name(of: keyPath)) }
-    public func average<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T? { average(ofProperty: KeyPathRecorder.name(of: keyPath)) }
 
     private func aggregate<T: _Persistable>(_ function: String, _ property: String) -> T? {
         guard let realm else { return nil }
@@ -252,6 +243,43 @@ public struct Results<Element: ObjectBase>: RandomAccessCollection, CustomString
         return Results(realm: realm.thaw(), query: query)
     }
 }
+
+extension Results where Element: ObjectBase {
+    /// Sorted by a Swift key path: `sorted(by: \.age, ascending: false)`.
+    public func sorted<V: Comparable>(by keyPath: KeyPath<Element, V>, ascending: Bool = true) -> Results {
+        sorted(byKeyPath: KeyPathRecorder.name(of: keyPath), ascending: ascending)
+    }
+
+    public func min<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T? { min(ofProperty: KeyPathRecorder.name(of: keyPath)) }
+    public func max<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T? { max(ofProperty: KeyPathRecorder.name(of: keyPath)) }
+    public func sum<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T { sum(ofProperty: KeyPathRecorder.name(of: keyPath)) }
+    public func average<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T? { average(ofProperty: KeyPathRecorder.name(of: keyPath)) }
+}
+
+/// What `Results` can hold: objects of a class, or projections of them (`Projection`).
+public protocol RealmFetchable {
+    /// The class whose objects the results select.
+    static var _atollObjectType: ObjectBase.Type { get }
+    /// The element for a managed object of that class.
+    static func _atollFetched(_ accessor: ObjectAccessor) -> Self
+    /// An element that is no object (what reading out of range gives, with an error).
+    static func _atollUnmanaged() -> Self
+    /// The managed object's accessor, if any.
+    var _atollAccessor: ObjectAccessor? { get }
+}
+
+extension RealmFetchable where Self: ObjectBase {
+    public static var _atollObjectType: ObjectBase.Type { Self.self }
+    public static func _atollFetched(_ accessor: ObjectAccessor) -> Self {
+        let object = Self()
+        object._accessor = accessor
+        return object
+    }
+    public static func _atollUnmanaged() -> Self { Self() }
+    public var _atollAccessor: ObjectAccessor? { _accessor }
+}
+
+extension Object: RealmFetchable {}
 
 /// What a `Results` value keeps between reads: the compiled query, and the keys and a page
 /// of rows while the data is unchanged.

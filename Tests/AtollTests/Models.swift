@@ -8,6 +8,8 @@ class Person: Object, ObjectKeyIdentifiable {
     @Persisted(primaryKey: true) var _id: ObjectId
     @Persisted var firstName = ""
     @Persisted var lastName = ""
+    @Persisted var personId = ""
+    @Persisted var company = "MongoDB"
     @Persisted var businessUnit = BusinessUnitEnum.engineering
     @Persisted var profileImageUrl: URL?
     @Persisted var dogs: List<Dog>
