@@ -19,6 +19,7 @@ protocol _MapValue {
 final class CollectionBinding: @unchecked Sendable {
     let owner: ObjectAccessor
     let index: Int
+    private let lock = NSLock()
     private var cache: [(key: String?, value: Value)]?
     private var stamp: Store.ReadStamp?
 
@@ -32,6 +33,8 @@ final class CollectionBinding: @unchecked Sendable {
 
     /// The collection's entries now (empty, with the error reported, when unreadable).
     func entries() -> [(key: String?, value: Value)] {
+        lock.lock()
+        defer { lock.unlock() }
         do {
             let now = try realm.store.readStamp()
             if let cache, now == stamp { return cache }

@@ -12,8 +12,10 @@ open class ObjectBase: Hashable, CustomStringConvertible {
     /// Values set by name on an unmanaged object (`init(value:)`), by property index; they win
     /// over the `@Persisted` storage until the property is set directly.
     var _unmanagedValues: [Int: Any]?
-    /// The class's schema and key-path tables.
-    lazy var objectClass: ObjectClass = ObjectClass.of(type(of: self))
+    /// The class's schema and key-path tables: the accessor's for a managed object (which
+    /// another thread may read), else found on first use.
+    var objectClass: ObjectClass { _accessor?.cls ?? unmanagedClass }
+    private lazy var unmanagedClass: ObjectClass = ObjectClass.of(type(of: self))
 
     /// A new unmanaged object with its properties' defaults.
     public required init() {}

@@ -213,8 +213,8 @@ public final class Realm: @unchecked Sendable {
 
     /// A managed object of a class for a row key.
     func managedObject<T: ObjectBase>(_ type: T.Type, key: Int64, row: [Value]? = nil, stamp: Store.ReadStamp? = nil) -> T {
-        let object = T()
-        object._accessor = ObjectAccessor(realm: self, cls: object.objectClass, key: key, row: row, stamp: stamp)
+        let object = type.init()
+        object._accessor = ObjectAccessor(realm: self, cls: ObjectClass.of(type), key: key, row: row, stamp: stamp)
         return object
     }
 

@@ -78,7 +78,7 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
     let query: ResultsQuery
     let state: ResultsState
 
-    init(realm: Realm, query: ResultsQuery) {
+    init(realm: Realm?, query: ResultsQuery) {
         self.realm = realm
         self.query = query
         state = ResultsState()
@@ -87,7 +87,7 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
     private func with(_ change: (inout ResultsQuery) -> Void) -> Results {
         var q = query
         change(&q)
-        return Results(realm: realm!, query: q)
+        return Results(realm: realm, query: q)
     }
 
     // MARK: - Filtering, sorting, distinct
@@ -130,6 +130,8 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
     /// The store's results for the query (compiled once per `Results` value).
     func storeResults() throws -> AtollStore.Results {
         guard let realm else { throw AtollError(.closed, "the results have no realm") }
+        state.lock.lock()
+        defer { state.lock.unlock() }
         if let compiled = state.compiled { return compiled }
         let cls = try realm.objectClass(Element._atollObjectType)
         let (text, arguments) = query.text
@@ -149,6 +151,8 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
     /// The row keys of the matching objects now.
     func keys() -> [Int64] {
         guard let realm else { return [] }
+        state.lock.lock()
+        defer { state.lock.unlock() }
         do {
             let stamp = try realm.store.readStamp()
             if let cached = state.keys, state.stamp == stamp { return cached }
@@ -179,6 +183,8 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
             return Element._atollUnmanaged()
         }
         let key = keys[position]
+        state.lock.lock()
+        defer { state.lock.unlock() }
         if state.rows[key] == nil {
             let page = position / ResultsState.pageSize * ResultsState.pageSize
             let pageKeys = Array(keys[page..<Swift.min(keys.count, page + ResultsState.pageSize)])
@@ -257,7 +263,7 @@ extension Results where Element: ObjectBase {
 }
 
 /// What `Results` can hold: objects of a class, or projections of them (`Projection`).
-public protocol RealmFetchable {
+public protocol RealmFetchable: SendableMetatype {
     /// The class whose objects the results select.
     static var _atollObjectType: ObjectBase.Type { get }
     /// The element for a managed object of that class.
@@ -285,6 +291,8 @@ extension Object: RealmFetchable {}
 /// of rows while the data is unchanged.
 final class ResultsState: @unchecked Sendable {
     static let pageSize = 512
+    /// Guards the rest (the results may be read from a change callback's thread too).
+    let lock = NSRecursiveLock()
     var compiled: AtollStore.Results?
     var keys: [Int64]?
     var stamp: Store.ReadStamp?

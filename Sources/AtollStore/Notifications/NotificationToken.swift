@@ -15,7 +15,7 @@ public final class NotificationToken: @unchecked Sendable {
     var onInvalidate: (() -> Void)?
     weak var notifier: Notifier?
 
-    init() {}
+    package init() {}
 
     deinit { invalidate() }
 
