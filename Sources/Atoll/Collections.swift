@@ -127,7 +127,7 @@ public final class List<Element: RealmCollectionValue>: RandomAccessCollection, 
     public func append(_ element: Element) { insert(element, at: count) }
 
     /// Appends the elements of a sequence.
-    public func append<S: Sequence>(contentsOf elements: S) where S.Element == Element {
+    public func append<S: Sequence>(objectsIn elements: S) where S.Element == Element {
         for e in elements { append(e) }
     }
 

@@ -293,7 +293,9 @@ extension Realm {
                 deliver(Unchecked({ (realm: Realm) in box.value(.didChange, realm) }), self, on: queue)
             }
         } catch {
-            report(error)
+            // A refused registration (inside a write transaction) writes nothing: the
+            // transaction goes on.
+            report(error, failsWrite: false)
             return failedToken()
         }
     }

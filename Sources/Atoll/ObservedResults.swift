@@ -13,7 +13,7 @@ import Observation
 //     }
 //
 // Changes arrive on the realm's notifier thread: observers registered with
-// `withObservationTracking` are called there, before the new state is readable.
+// `withObservationTracking` are called there, once the new state is readable.
 
 /// Live results of a class, as observable state (SwiftUI's `@ObservedResults`).
 @propertyWrapper
@@ -53,17 +53,24 @@ public final class ObservedResults<ResultType: Object>: Observable, @unchecked S
 
     deinit { token?.invalidate() }
 
+    /// Tells the observers that the state changed, once it has: `withObservationTracking`
+    /// calls `onChange` on "will set", so telling before the new state is stored would let an
+    /// observer that reads again at once (on another thread) see the old state, track it anew
+    /// and never hear of the change it missed.
+    private func published() {
+        registrar.withMutation(of: self, keyPath: \.wrappedValue) {}
+    }
+
     private func start(keyPaths: [String]?) {
         guard realm != nil else { return }
         token = _results.observe(keyPaths: keyPaths) { [weak self] change in
             guard let self else { return }
-            self.registrar.withMutation(of: self, keyPath: \.wrappedValue) {
-                self.lock.lock()
-                self._lastChange = change
-                self._changeCount += 1
-                if case .error(let e) = change { self.error = e }
-                self.lock.unlock()
-            }
+            self.lock.lock()
+            self._lastChange = change
+            self._changeCount += 1
+            if case .error(let e) = change { self.error = e }
+            self.lock.unlock()
+            self.published()
         }
     }
 
@@ -133,19 +140,23 @@ public final class ObservedRealmObject<ObjectType: Object>: Observable, @uncheck
         guard wrappedValue.realm != nil else { return }
         token = wrappedValue.observe(keyPaths: keyPaths) { [weak self] (change: ObjectChange<ObjectType>) in
             guard let self else { return }
-            self.registrar.withMutation(of: self, keyPath: \.wrappedValue) {
-                self.lock.lock()
-                switch change {
-                case .change(_, let properties): self._changedProperties = properties.map(\.name)
-                case .deleted: self._isDeleted = true
-                case .error: break
-                }
-                self.lock.unlock()
+            self.lock.lock()
+            switch change {
+            case .change(_, let properties): self._changedProperties = properties.map(\.name)
+            case .deleted: self._isDeleted = true
+            case .error: break
             }
+            self.lock.unlock()
+            self.published()
         }
     }
 
     deinit { token?.invalidate() }
+
+    /// Tells the observers that the state changed, once it has (see `ObservedResults`).
+    private func published() {
+        registrar.withMutation(of: self, keyPath: \.wrappedValue) {}
+    }
 
     /// The live object. Reading it inside `withObservationTracking` tracks its changes.
     public var wrappedValue: ObjectType {

@@ -79,12 +79,15 @@ public final class Realm: @unchecked Sendable {
         return _lastError
     }
 
-    func report(_ error: Error) {
+    /// Keeps the error of a call that cannot throw in `lastError`; inside a write transaction,
+    /// it also fails the transaction's commit (unless `failsWrite` is false: the call changed
+    /// nothing that the transaction would keep).
+    func report(_ error: Error, failsWrite: Bool = true) {
         let e = error as? AtollError ?? AtollError(.invalidArgument, "\(error)")
         lock.lock()
         defer { lock.unlock() }
         _lastError = e
-        if store.isInWrite, pendingError == nil { pendingError = e }
+        if failsWrite, store.isInWrite, pendingError == nil { pendingError = e }
     }
 
     nonisolated(unsafe) private static var unboundError: AtollError?
@@ -349,17 +352,16 @@ public final class Realm: @unchecked Sendable {
         } catch { report(error) }
     }
 
-    /// Deletes each object of a sequence.
+    /// Deletes each object of a sequence (every object of results, at once).
     public func delete<S: Sequence>(_ objects: S) where S.Element: ObjectBase {
+        if let results = objects as? any DeletableResults {
+            do {
+                try checkWritable("delete")
+                try results.deleteAll()
+            } catch { report(error) }
+            return
+        }
         for object in Array(objects) { delete(object) }
-    }
-
-    /// Deletes every object of the results.
-    public func delete<T>(_ results: Results<T>) {
-        do {
-            try checkWritable("delete")
-            _ = try results.storeResults().deleteAll()
-        } catch { report(error) }
     }
 
     /// Deletes every object of every class.

@@ -7,6 +7,9 @@ struct ResultsQuery {
     var predicates: [(String, [Value])] = []
     var sorts: [SortDescriptor] = []
     var distinct: [String] = []
+    /// An error found before the store saw the query (a typed query that cannot be written);
+    /// reading the results reports it, as it does a bad predicate's.
+    var failure: AtollError?
 
     /// The query text, with each predicate's arguments renumbered after the previous ones'.
     var text: (String, [Value]) {
@@ -125,11 +128,17 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
         with { $0.predicates.append((predicate, arguments)) }
     }
 
+    /// The results, failing with an error when read (a typed query that cannot be written).
+    func failing(_ error: AtollError) -> Results {
+        with { $0.failure = error }
+    }
+
     // MARK: - Reading
 
     /// The store's results for the query (compiled once per `Results` value).
     func storeResults() throws -> AtollStore.Results {
         guard let realm else { throw AtollError(.closed, "the results have no realm") }
+        if let failure = query.failure { throw failure }
         state.lock.lock()
         defer { state.lock.unlock() }
         if let compiled = state.compiled { return compiled }
@@ -260,6 +269,15 @@ extension Results where Element: ObjectBase {
     public func max<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T? { max(ofProperty: KeyPathRecorder.name(of: keyPath)) }
     public func sum<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T { sum(ofProperty: KeyPathRecorder.name(of: keyPath)) }
     public func average<T: _Persistable>(of keyPath: KeyPath<Element, T>) -> T? { average(ofProperty: KeyPathRecorder.name(of: keyPath)) }
+}
+
+/// Results, which `Realm.delete` deletes with one store call.
+protocol DeletableResults {
+    func deleteAll() throws
+}
+
+extension Results: DeletableResults {
+    func deleteAll() throws { _ = try storeResults().deleteAll() }
 }
 
 /// What `Results` can hold: objects of a class, or projections of them (`Projection`).
