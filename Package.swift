@@ -40,7 +40,7 @@ let package = Package(
             dependencies: ["AtollStore", "AtollJSON", "CJansson"],
             linkerSettings: [.unsafeFlags(["-Xlinker", "-rpath=$ORIGIN/../lib"])]
         ),
-        .executableTarget(name: "atoll-swift-example", dependencies: ["AtollStore"], path: "examples/swift"),
+        .executableTarget(name: "atoll-swift-example", dependencies: ["Atoll"], path: "examples/swift"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite"], path: "bench/swift"),
     ]
 )

@@ -207,10 +207,19 @@ extension List where Element: Equatable {
 public final class MutableSet<Element: RealmCollectionValue & Hashable>: Collection, CustomStringConvertible {
     private var storage: [Element] = []
     let binding: CollectionBinding?
+    /// Set on a recorder's set: `projectTo` key paths continue through it.
+    let recorder: KeyPathRecorder?
 
     /// An empty unmanaged set.
-    public init() { binding = nil }
-    init(binding: CollectionBinding?) { self.binding = binding }
+    public init() {
+        binding = nil
+        recorder = nil
+    }
+
+    init(binding: CollectionBinding?, recorder: KeyPathRecorder? = nil) {
+        self.binding = binding
+        self.recorder = recorder
+    }
 
     public var realm: Realm? { binding?.realm }
 
@@ -275,6 +284,7 @@ extension MutableSet: _Persistable, _CollectionValue {
     }
     public static func _atollRead(_ value: Value, _ realm: Realm) -> Self { Self() }
     public func _atollWrite(_ realm: Realm) throws -> Value { .list(try elements.map { try $0._atollWrite(realm) }) }
+    public static func _atollRecording(_ recorder: KeyPathRecorder) -> Self { Self(binding: nil, recorder: recorder) }
 }
 
 // MARK: - Map

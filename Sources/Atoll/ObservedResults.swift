@@ -15,9 +15,10 @@ import Observation
 // Changes arrive on the realm's notifier thread: observers registered with
 // `withObservationTracking` are called there, once the new state is readable.
 
-/// Live results of a class, as observable state (SwiftUI's `@ObservedResults`).
+/// Live results of a class or of a projection class, as observable state (SwiftUI's
+/// `@ObservedResults`).
 @propertyWrapper
-public final class ObservedResults<ResultType: Object>: Observable, @unchecked Sendable {
+public final class ObservedResults<ResultType: RealmFetchable>: Observable, @unchecked Sendable {
     private let registrar = ObservationRegistrar()
     private let lock = NSLock()
     private var token: NotificationToken?
@@ -101,16 +102,11 @@ public final class ObservedResults<ResultType: Object>: Observable, @unchecked S
         return _changeCount
     }
 
-    /// Adds an object to the realm in a write transaction of its own.
-    /// - Throws: the write's error.
-    public func append(_ object: ResultType) throws {
+    /// Deletes an object (a projection's root object) from the realm in a write transaction
+    /// of its own.
+    public func remove(_ element: ResultType) throws {
         guard let realm else { throw error ?? AtollError(.closed, "no realm") }
-        try realm.write { try realm.addObject(object, update: object.objectClass.schema.primaryKey == nil ? .error : .modified) }
-    }
-
-    /// Deletes an object from the realm in a write transaction of its own.
-    public func remove(_ object: ResultType) throws {
-        guard let realm else { throw error ?? AtollError(.closed, "no realm") }
+        let object = Self.object(of: element)
         try realm.write { realm.delete(object) }
     }
 
@@ -118,8 +114,25 @@ public final class ObservedResults<ResultType: Object>: Observable, @unchecked S
     public func remove(atOffsets offsets: IndexSet) throws {
         guard let realm else { throw error ?? AtollError(.closed, "no realm") }
         let results = wrappedValue
-        let doomed = offsets.filter { $0 < results.count }.map { results[$0] }
+        let doomed = offsets.filter { $0 < results.count }.map { Self.object(of: results[$0]) }
         try realm.write { realm.delete(doomed) }
+    }
+
+    /// The object an element stands for: itself, or a projection's root object.
+    private static func object(of element: ResultType) -> ObjectBase {
+        if let object = element as? ObjectBase { return object }
+        if let projection = element as? any ProjectionObservable { return projection.rootObject }
+        // No other kind of element exists; an unmanaged object makes `delete` report an error.
+        return ObjectBase()
+    }
+}
+
+extension ObservedResults where ResultType: Object {
+    /// Adds an object to the realm in a write transaction of its own.
+    /// - Throws: the write's error.
+    public func append(_ object: ResultType) throws {
+        guard let realm else { throw error ?? AtollError(.closed, "no realm") }
+        try realm.write { try realm.addObject(object, update: object.objectClass.schema.primaryKey == nil ? .error : .modified) }
     }
 }
 

@@ -1,63 +1,63 @@
-// The Swift quick start: a realm file, a schema, a write transaction, a query, live results.
+// The Swift quick start: Realm Swift's model and query code, on Linux.
 // Run: swift run atoll-swift-example [path]
-import AtollStore
+import Atoll
 import Foundation
+import Observation
 
-let path = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "swift-example.realm"
-
-let schema = Schema([
-    ObjectSchema(name: "Person", primaryKey: "_id", properties: [
-        Property(name: "_id", type: .string),
-        Property(name: "name", type: .string),
-    ]),
-    ObjectSchema(name: "Dog", primaryKey: "_id", properties: [
-        Property(name: "_id", type: .int),
-        Property(name: "name", type: .string),
-        Property(name: "age", type: .int, isOptional: true, isIndexed: true),
-        Property(name: "owner", type: .object, objectType: "Person"),
-        Property(name: "tags", type: .string, collection: .list),
-    ]),
-])
+let path = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : "doggodb.realm"
+let config = Realm.Configuration(fileURL: URL(fileURLWithPath: path), objectTypes: [Person.self, Dog.self])
+Realm.Configuration.defaultConfiguration = config
 
 do {
-    let realm = try Store(Configuration(path: path, schema: schema, schemaVersion: 1))
-    defer { realm.close() }
+    let realm = try Realm()
 
+    // Write: people with their dogs; the dogs are added with them.
     try realm.write {
-        try realm.create("Dog", ["_id": .int(1), "name": .string("Rex"), "age": .int(3),
-                                 "owner": .object(["_id": .string("ann"), "name": .string("Ann")]),
-                                 "tags": .list([.string("good"), .string("loud")])], update: .modified)
-        try realm.createMany("Dog", (2...5).map { i in
-            ["_id": .int(Int64(i)), "name": .string("Dog \(i)"), "age": .int(Int64(i * 2)), "owner": .string("ann")]
-        }, update: .modified)
+        let ann = Person(value: ["firstName": "Ann", "lastName": "Lee", "personId": "ann-1"])
+        ann.businessUnit = .sales
+        ann.dogs.append(Dog(value: ["name": "Rex", "breed": "Collie", "weight": 25, "yearOfBirth": 2019, "currentCity": "Oslo"]))
+        ann.dogs.append(Dog(value: ["name": "Pip", "breed": "Pug", "weight": 8, "yearOfBirth": 2022, "currentCity": "Oslo"]))
+        let bo = Person(value: ["firstName": "Bo", "lastName": "Ng", "personId": "bo-2"])
+        bo.dogs.append(Dog(value: ["name": "Max", "breed": "Collie", "weight": 30, "yearOfBirth": 2016, "currentCity": "Rome"]))
+        realm.add([ann, bo])
     }
-    print("wrote 5 dogs to \(path) (change log version \(try realm.version()))")
+    print("\(realm.objects(Person.self).count) people, \(realm.objects(Dog.self).count) dogs in \(path)")
 
-    let older = try realm.objects("Dog", where: "age > $0 AND owner.name == 'Ann' SORT(age DESC)", [.int(4)])
-    print("dogs older than 4 owned by Ann: \(try older.count())")
-    for dog in try older.documents() {
-        print("  \(dog["name"]?.stringValue ?? "?") is \(dog["age"]?.intValue ?? 0)")
-    }
-    if let rex = try realm.object("Dog", primaryKey: .int(1)) {
-        print("Rex's tags: \(rex["tags"] ?? .null)")
+    // Query: type-safe, through links, with aggregates.
+    let collies = realm.objects(Dog.self).where { $0.breed == "Collie" && $0.weight > 20 }.sorted(byKeyPath: "name")
+    print("collies over 20 kg: \(collies.map(\.name))")
+    let inSales = realm.objects(Dog.self).where { $0.person.businessUnit == .sales }
+    print("dogs of people in sales: \(inSales.map(\.name)), average weight \(inSales.average(ofProperty: "weight") as Double? ?? 0)")
+    if let rex = collies.first, let owner = rex.person.first {
+        print("\(rex.name) belongs to \(owner.firstName), born \(rex.yearOfBirth)")
     }
 
-    // Live results: another handle's commits arrive on the notifier thread as change sets.
-    let changes = older.changes()
-    let writer = try Store(Configuration(path: path))
-    defer { writer.close() }
-    for try await change in changes {
-        if change.initial {
-            print("observing \(change.count) dogs; another handle makes Dog 2 older and deletes Dog 5")
-            try writer.write {
-                try writer.create("Dog", ["_id": .int(2), "age": .int(12)], update: .modified)
-                try writer.delete("Dog", primaryKey: .int(5))
-            }
-        } else {
-            print("  inserted \(change.insertedKeys) at \(change.insertions), deleted \(change.deletedKeys), modified \(change.modifiedKeys), moves \(change.moves.map { "\($0.from)->\($0.to)" })")
-            break
+    // Projection: a view model over a person, live and writable.
+    let profiles = realm.objects(Profile.self).sorted(byKeyPath: "firstName")
+    for profile in profiles {
+        print("profile: \(profile.firstName) \(profile.lastNameInitial.map(String.init) ?? "").  (\(profile.businessUnit.rawValue), \(profile.dogs.count) dogs)")
+    }
+
+    // Live data: @Observable results (SwiftUI's @ObservedResults) and a change listener.
+    let dogs = ObservedResults(Dog.self, sortDescriptor: SortDescriptor(keyPath: "weight"))
+    let changed = DispatchSemaphore(value: 0)
+    let listened = DispatchSemaphore(value: 0)
+    withObservationTracking { _ = dogs.wrappedValue.count } onChange: { changed.signal() }
+    let token = realm.objects(Dog.self).observe(keyPaths: ["weight"]) { change in
+        if case .update(let results, let deletions, let insertions, let modifications) = change {
+            print("  listener: deleted \(deletions), inserted \(insertions), modified \(modifications); now \(results.count) dogs")
+            listened.signal()
         }
     }
+    let writer = try Realm()   // another handle on the file: its commits are seen too
+    try writer.write {
+        writer.objects(Dog.self).where { $0.name == "Pip" }.first?.weight = 9
+        writer.delete(writer.objects(Dog.self).where { $0.name == "Max" })
+    }
+    _ = listened.wait(timeout: .now() + 5)
+    _ = changed.wait(timeout: .now() + 5)
+    print("observed results changed: \(dogs.wrappedValue.map { "\($0.name) \($0.weight) kg" })")
+    token.invalidate()
 } catch let error as AtollError {
     print("error \(error.code): \(error.message)")
     exit(1)
