@@ -280,7 +280,9 @@ extension Realm {
     public enum Notification: String, Sendable {
         /// The realm's data changed (a commit of this or another realm or process).
         case didChange
-        /// Kept for Realm's shape; Atoll realms refresh on their own.
+        /// Never sent (kept for Realm's shape): without a run loop to refresh on, a realm's
+        /// snapshot moves on `refresh()`, on `beginWrite()`, and when its observers' changes
+        /// are delivered.
         case refreshRequired
     }
 
