@@ -61,6 +61,8 @@ final class ObjectClass: @unchecked Sendable {
 
     private static let registryLock = NSLock()
     nonisolated(unsafe) private static var registry: [ObjectIdentifier: ObjectClass] = [:]
+    /// The classes in the order they were first used.
+    nonisolated(unsafe) private static var registered: [ObjectClass] = []
 
     /// The class of a type, made on first use (and remembered for the process: every class
     /// used so far is in the schema of realms opened without `objectTypes`).
@@ -77,26 +79,31 @@ final class ObjectClass: @unchecked Sendable {
         defer { registryLock.unlock() }
         if let known = registry[id] { return known }
         registry[id] = made
+        registered.append(made)
         return made
     }
 
-    /// Every class known so far.
+    /// Every class known so far, in the order they were first used.
     static var known: [ObjectClass] {
         registryLock.lock()
         defer { registryLock.unlock() }
-        return Array(registry.values)
+        return registered
     }
 
     /// The classes a set of types needs: them, and every class they link to, transitively.
+    /// Two types with one class name (`className()`) cannot share a schema: the first one
+    /// given (or reached) is kept.
     static func closure(of types: [ObjectBase.Type]) -> [ObjectClass] {
         var seen = Set<ObjectIdentifier>()
+        var names = Set<String>()
         var result = [ObjectClass]()
-        var queue = types
+        var queue = Array(types.reversed())
         while let t = queue.popLast() {
             guard seen.insert(ObjectIdentifier(t)).inserted else { continue }
             let cls = of(t)
+            guard names.insert(cls.name).inserted else { continue }
             result.append(cls)
-            queue += cls.linkedClasses
+            queue += cls.linkedClasses.reversed()
         }
         return result.sorted { $0.name < $1.name }
     }
