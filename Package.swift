@@ -42,5 +42,7 @@ let package = Package(
         ),
         .executableTarget(name: "atoll-swift-example", dependencies: ["Atoll"], path: "examples/swift"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite"], path: "bench/swift"),
+        // The benchmark's typed-API contender (bench/README.md): the same workloads through Atoll.
+        .executableTarget(name: "atoll-typed-bench", dependencies: ["Atoll", "AtollStore"], path: "bench/typed"),
     ]
 )

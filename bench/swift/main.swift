@@ -2,11 +2,12 @@
 //
 //   usage: atoll-bench DIR N
 //
-// Opens DIR/main.realm (fresh) for W1..W5, then DIR/each.realm (fresh) for W1 written with
-// create() one object at a time, then DIR/dm.realm for the data-model workloads D1..D4. Prints
-// "<name> <seconds>" lines, "check <name> <value>" lines
-// and "#" comments; bench/run parses them. Main figures: W1 W2 W3 W4 W5. Details: W1_build (the
-// part of W1 spent building the Documents), W1_each, W5_read (the part of W5 spent reading ages).
+// Opens DIR/main.realm (fresh) for W1..W4, I1 and W5, then DIR/each.realm (fresh) for W1
+// written with create() one object at a time, then DIR/dm.realm for the data-model workloads
+// D1..D4. Prints "<name> <seconds>" lines, "check <name> <value>" lines and "#" comments;
+// bench/run parses them. Main figures: W1 W2 W3 W4 W5, and I1 (every object read page by page:
+// the reference for the typed API's I1). Details: W1_build (the part of W1 spent building the
+// Documents), W1_each, W5_read (the part of W5 spent reading ages).
 import AtollStore
 import CSQLite
 import Foundation
@@ -143,6 +144,32 @@ do {
         }
         emit("W4", from: t0, to: now())
         print("check W4 \(totalLength)")
+    }
+
+    // I1: every object, read in pages of 10,000 Documents, two properties each (what the typed
+    // API's `for item in realm.objects(Item.self)` is compared with).
+    do {
+        var ages = 0
+        var nameLength = 0
+        var seen = 0
+        let t0 = now()
+        let items = try store.objects("Item")
+        while true {
+            let page = try items.documents(offset: seen, limit: 10_000)
+            for doc in page {
+                guard case .int(let age)? = doc["age"], case .string(let name)? = doc["name"] else {
+                    fail("I1: an object without its age or name")
+                }
+                ages += Int(age)
+                nameLength += name.count
+            }
+            seen += page.count
+            if page.count < 10_000 { break }
+        }
+        emit("I1", from: t0, to: now())
+        guard seen == n else { fail("I1 read \(seen) objects") }
+        print("check I1_age \(ages)")
+        print("check I1_name \(nameLength)")
     }
 
     // W5: age = age + 1 on every object, object by object, in one transaction, as raw SQLite
