@@ -62,7 +62,7 @@ final class CollectionBinding: @unchecked Sendable {
     func element<E: _Persistable>(_ type: E.Type, _ value: Value, at position: Int) -> E {
         if let embedded = E.self as? EmbeddedObject.Type, case .int = value {
             let object = embedded.init()
-            object._accessor = ObjectAccessor(embeddedIn: owner, property: index, position: position, cls: object.objectClass)
+            object.bind(ObjectAccessor(embeddedIn: owner, property: index, position: position, cls: object.objectClass))
             if let e = object as? E { return e }
         }
         return E._atollRead(value, realm)

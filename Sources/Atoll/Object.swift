@@ -72,6 +72,10 @@ open class ObjectBase: Hashable, CustomStringConvertible {
             accessor.setAny(i, value)
             return
         }
+        if objectClass.setUnmanaged(self, i, value) {
+            _unmanagedValues?[i] = nil
+            return
+        }
         if _unmanagedValues == nil { _unmanagedValues = [:] }
         _unmanagedValues?[i] = value ?? Optional<Int>.none as Any
     }
@@ -88,6 +92,14 @@ open class ObjectBase: Hashable, CustomStringConvertible {
         } else {
             reportError(AtollError(.invalidArgument, "an object's value is a dictionary, an array or an object; got \(type(of: value))"))
         }
+    }
+
+    /// Makes the object managed by an accessor; its `@Persisted` storage learns each
+    /// property's index at once (see `ObjectClass.bindIndices`).
+    func bind(_ accessor: ObjectAccessor) {
+        _accessor = accessor
+        _unmanagedValues = nil
+        accessor.cls.bindIndices(self)
     }
 
     func reportError(_ error: AtollError) {

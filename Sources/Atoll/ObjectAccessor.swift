@@ -1,5 +1,6 @@
 import AtollStore
 import Foundation
+import Synchronization
 
 /// The binding of a managed object to its row: reads come from one row read, kept while the
 /// realm's data is unchanged (the store's read stamp); writes go to the store at once.
@@ -16,7 +17,7 @@ public final class ObjectAccessor: @unchecked Sendable {
     private let position: Int?
     /// The row as last read, its key and the read stamp it was read at, under `lock`
     /// (a change callback on the notifier thread may read the same object).
-    private let lock = NSLock()
+    private let lock = Mutex<Void>(())
     private var row: [Value]?
     private var rowKey: Int64?
     private var stamp: Store.ReadStamp?
@@ -46,27 +47,27 @@ public final class ObjectAccessor: @unchecked Sendable {
 
     /// The object's row key now (nil once deleted).
     var currentKey: Int64? {
-        lock.lock()
-        defer { lock.unlock() }
-        load()
-        return row == nil ? nil : rowKey
+        lock.withLock { _ in
+            load()
+            return row == nil ? nil : rowKey
+        }
     }
 
     /// Whether the object still exists.
     var isValid: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        load()
-        return row != nil
+        lock.withLock { _ in
+            load()
+            return row != nil
+        }
     }
 
     /// The stored value of a property (`.null` for an invalid object or index).
     func value(_ index: Int) -> Value {
-        lock.lock()
-        defer { lock.unlock() }
-        load()
-        guard let row, index >= 0, index < row.count else { return .null }
-        return row[index]
+        lock.withLock { _ in
+            load()
+            guard let row, index >= 0, index < row.count else { return .null }
+            return row[index]
+        }
     }
 
     /// Brings the row up to date; called under `lock`.

@@ -1,5 +1,7 @@
 import AtollStore
 import Foundation
+// `_forEachField` gives the offsets of a class's stored properties (see `fieldOffsets`).
+@_spi(Reflection) import Swift
 
 /// One `Object` or `EmbeddedObject` subclass as the typed layer knows it: its schema, found by
 /// reflection (`Mirror` over a fresh instance's `@Persisted` properties, superclasses' first),
@@ -15,6 +17,12 @@ final class ObjectClass: @unchecked Sendable {
     let properties: [AnyPersisted.Type]
     /// The classes this one links to (links, lists, sets, maps, linking objects).
     let linkedClasses: [ObjectBase.Type]
+
+    /// Per property, the offset of its `@Persisted` storage inside an instance; nil when the
+    /// runtime did not report it (then `Mirror` and key paths are used instead).
+    let offsets: [Int?]
+    /// Whether every stored property's offset is known.
+    let offsetsComplete: Bool
 
     private let lock = NSLock()
     /// Storage key path → property index, learned by probing (see `index(of:in:mark:reader:)`).
@@ -57,6 +65,56 @@ final class ObjectClass: @unchecked Sendable {
         self.properties = found.map { Swift.type(of: $0.1) }
         linkedClasses = linked
         readers = Array(repeating: nil, count: found.count)
+        offsets = ObjectClass.fieldOffsets(type, propertyIndex, count: found.count)
+        offsetsComplete = zip(offsets, properties).allSatisfy { $0 != nil || $1.isComputed }
+    }
+
+    /// Where each property's `@Persisted` storage is inside an instance of `type` (its own
+    /// fields and its superclasses'), from the runtime's field offsets: the typed layer reads an
+    /// unmanaged object's values for `add`, and tells a managed object's storage its indices,
+    /// without a `Mirror` per object. `_forEachField` is the standard library's reflection SPI;
+    /// where it reports nothing, the slower paths remain.
+    private static func fieldOffsets(_ type: ObjectBase.Type, _ propertyIndex: [String: Int], count: Int) -> [Int?] {
+        var offsets = [Int?](repeating: nil, count: count)
+        var current: AnyClass? = type
+        while let c = current, c != ObjectBase.self {
+            _ = _forEachField(of: c, options: _EachFieldOptions(rawValue: 1 << 0)) { name, offset, fieldType, _ in  // .classType
+                let label = String(cString: name)
+                if label.hasPrefix("_"), let i = propertyIndex[String(label.dropFirst())], fieldType is AnyPersisted.Type {
+                    offsets[i] = offset
+                }
+                return true
+            }
+            current = _getSuperclass(c)
+        }
+        return offsets
+    }
+
+    /// Runs `body` with the address of each property's storage inside `object` whose offset is
+    /// known.
+    private func withFields(of object: ObjectBase, _ body: (Int, UnsafeMutableRawPointer) throws -> Void) rethrows {
+        try withExtendedLifetime(object) {
+            let base = Unmanaged.passUnretained(object).toOpaque()
+            for (i, offset) in offsets.enumerated() {
+                guard let offset else { continue }
+                try body(i, base + offset)
+            }
+        }
+    }
+
+    /// Tells a managed object's `@Persisted` storage the index of its property, so that its
+    /// reads and writes need no lookup.
+    func bindIndices(_ object: ObjectBase) {
+        withFields(of: object) { i, field in properties[i].setIndex(at: field, i) }
+    }
+
+    /// Sets an unmanaged object's property from a value of its type; false when it is not of
+    /// the property's type (or the property's storage cannot be reached).
+    func setUnmanaged(_ object: ObjectBase, _ index: Int, _ value: Any?) -> Bool {
+        guard index >= 0, index < offsets.count, let offset = offsets[index] else { return false }
+        return withExtendedLifetime(object) {
+            properties[index].setValue(at: Unmanaged.passUnretained(object).toOpaque() + offset, value)
+        }
     }
 
     private static let registryLock = NSLock()
@@ -143,6 +201,15 @@ final class ObjectClass: @unchecked Sendable {
     /// The stored values of an unmanaged object's properties, for writing it into `realm`.
     /// Properties never read or written through their key path are read through a `Mirror`.
     func storedValues(of object: ObjectBase, _ realm: Realm) throws -> [Value?] {
+        if offsetsComplete, object._unmanagedValues == nil {
+            var values = [Value?](repeating: nil, count: properties.count)
+            try withFields(of: object) { i, field in
+                do { values[i] = try properties[i].storedValue(at: field, realm) } catch is CyclicLink {
+                    realm.deferLink(object, property: i, value: unmanagedValue(object, i))
+                }
+            }
+            return values
+        }
         lock.lock()
         let readers = self.readers
         lock.unlock()
@@ -175,6 +242,10 @@ final class ObjectClass: @unchecked Sendable {
 
     /// The value an unmanaged object's property holds (its default when never set).
     func unmanagedValue(_ object: ObjectBase, _ index: Int) -> Any? {
+        if index >= 0, index < offsets.count, let offset = offsets[index] {
+            let value = withExtendedLifetime(object) { properties[index].anyValue(at: Unmanaged.passUnretained(object).toOpaque() + offset) }
+            return value ?? properties[index].defaultValue
+        }
         let name = schema.properties[index].name
         for (n, p) in persistedChildren(of: object) where n == name {
             return p.anyValue ?? properties[index].defaultValue

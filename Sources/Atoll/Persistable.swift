@@ -212,7 +212,7 @@ extension Optional: _Persistable where Wrapped: _Persistable {
         // An embedded object is bound to its owner's property, not to a row key of its own.
         if let embedded = Wrapped.self as? EmbeddedObject.Type {
             let object = embedded.init()
-            object._accessor = ObjectAccessor(embeddedIn: accessor, property: index, position: nil, cls: object.objectClass)
+            object.bind(ObjectAccessor(embeddedIn: accessor, property: index, position: nil, cls: object.objectClass))
             return object as? Wrapped
         }
         return Wrapped._atollRead(stored, accessor.realm)

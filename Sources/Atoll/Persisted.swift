@@ -18,36 +18,36 @@ import AtollStore
 @propertyWrapper
 public struct Persisted<Value: _Persistable> {
     /// The value of an unmanaged object (nil until set or first read, then the default).
-    var value: Value?
+    @usableFromInline var value: Value?
     /// The property's index in its class, once known (-1 before; `probeMark` while probing).
-    var index = -1
-    let options: PropertyOptions
+    @usableFromInline var index = -1
+    @usableFromInline let options: PropertyOptions
 
     static var probeMark: Int { -2 }
 
     /// A property with the type's default (`""`, `0`, `nil`, an empty collection, a new
     /// `ObjectId`…).
-    public init() { options = PropertyOptions() }
+    @inlinable public init() { options = PropertyOptions() }
 
     /// A property with a default value.
-    public init(wrappedValue: Value) {
+    @inlinable public init(wrappedValue: Value) {
         value = wrappedValue
         options = PropertyOptions()
     }
 
     /// A primary key or an indexed property.
-    public init(primaryKey: Bool = false, indexed: Bool = false) {
+    @inlinable public init(primaryKey: Bool = false, indexed: Bool = false) {
         options = PropertyOptions(primaryKey: primaryKey, indexed: indexed)
     }
 
     /// A primary key or an indexed property, with a default value.
-    public init(wrappedValue: Value, primaryKey: Bool = false, indexed: Bool = false) {
+    @inlinable public init(wrappedValue: Value, primaryKey: Bool = false, indexed: Bool = false) {
         value = wrappedValue
         options = PropertyOptions(primaryKey: primaryKey, indexed: indexed)
     }
 
     /// A `LinkingObjects` property: the objects whose `originProperty` links here.
-    public init(originProperty: String) {
+    @inlinable public init(originProperty: String) {
         options = PropertyOptions(originProperty: originProperty)
     }
 
@@ -105,10 +105,17 @@ public struct Persisted<Value: _Persistable> {
 }
 
 /// What a `@Persisted` declaration says of its property besides its type.
+@usableFromInline
 struct PropertyOptions {
-    var primaryKey = false
-    var indexed = false
-    var originProperty: String?
+    @usableFromInline var primaryKey = false
+    @usableFromInline var indexed = false
+    @usableFromInline var originProperty: String?
+
+    @inlinable init(primaryKey: Bool = false, indexed: Bool = false, originProperty: String? = nil) {
+        self.primaryKey = primaryKey
+        self.indexed = indexed
+        self.originProperty = originProperty
+    }
 }
 
 /// Lets schema discovery and probing read a `Persisted` of any type.
@@ -126,6 +133,13 @@ protocol AnyPersisted {
     static func managedValue(_ accessor: ObjectAccessor, _ index: Int) -> Any
     /// Sets a managed object's property from a value of any type that converts to it.
     static func setManaged(_ accessor: ObjectAccessor, _ index: Int, _ value: Any?)
+
+    // The storage in place, at its address inside an object (see `ObjectClass.fieldOffsets`).
+    static func storedValue(at field: UnsafeRawPointer, _ realm: Realm) throws -> AtollStore.Value
+    static func anyValue(at field: UnsafeRawPointer) -> Any?
+    static func setIndex(at field: UnsafeMutableRawPointer, _ index: Int)
+    /// Sets the unmanaged value from a value of the property's type; false for another type.
+    static func setValue(at field: UnsafeMutableRawPointer, _ value: Any?) -> Bool
 }
 
 extension Persisted: AnyPersisted {
@@ -138,5 +152,20 @@ extension Persisted: AnyPersisted {
     static func managedValue(_ accessor: ObjectAccessor, _ index: Int) -> Any { Value._atollManaged(accessor, index) }
     static func setManaged(_ accessor: ObjectAccessor, _ index: Int, _ value: Any?) {
         if let v = value as? Value { accessor.set(index, v) } else { accessor.setAny(index, value) }
+    }
+
+    static func storedValue(at field: UnsafeRawPointer, _ realm: Realm) throws -> AtollStore.Value {
+        try field.assumingMemoryBound(to: Persisted<Value>.self).pointee.storedValue(realm)
+    }
+    static func anyValue(at field: UnsafeRawPointer) -> Any? {
+        field.assumingMemoryBound(to: Persisted<Value>.self).pointee.value
+    }
+    static func setIndex(at field: UnsafeMutableRawPointer, _ index: Int) {
+        field.assumingMemoryBound(to: Persisted<Value>.self).pointee.index = index
+    }
+    static func setValue(at field: UnsafeMutableRawPointer, _ value: Any?) -> Bool {
+        guard let v = value as? Value else { return false }
+        field.assumingMemoryBound(to: Persisted<Value>.self).pointee.value = v
+        return true
     }
 }

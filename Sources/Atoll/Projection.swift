@@ -95,7 +95,7 @@ extension Projection: RealmFetchable {
     public static var _atollObjectType: ObjectBase.Type { Root.self }
     public static func _atollFetched(_ accessor: ObjectAccessor) -> Self {
         let root = Root()
-        root._accessor = accessor
+        root.bind(accessor)
         return Self(projecting: root)
     }
     public static func _atollUnmanaged() -> Self { Self(projecting: Root()) }

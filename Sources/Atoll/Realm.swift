@@ -107,10 +107,10 @@ public final class Realm: @unchecked Sendable {
         unboundLock.unlock()
     }
 
-    func checkWritable(_ what: String) throws {
-        guard !isFrozen else { throw AtollError(.readOnly, "\(what): the realm is frozen") }
+    func checkWritable(_ what: @autoclosure () -> String) throws {
+        guard !isFrozen else { throw AtollError(.readOnly, "\(what()): the realm is frozen") }
         guard store.isInWrite else {
-            throw AtollError(.notInWrite, "\(what): the realm is not in a write transaction (use realm.write { })")
+            throw AtollError(.notInWrite, "\(what()): the realm is not in a write transaction (use realm.write { })")
         }
     }
 
@@ -204,7 +204,12 @@ public final class Realm: @unchecked Sendable {
 
     /// The class of a type, checked to be in this realm.
     func objectClass(_ type: ObjectBase.Type) throws -> ObjectClass {
-        let cls = ObjectClass.of(type)
+        try objectClass(ObjectClass.of(type))
+    }
+
+    /// A class, checked to be in this realm (added to the file when it may be).
+    func objectClass(_ cls: ObjectClass) throws -> ObjectClass {
+        let type = cls.type
         if store.schema[cls.name] == nil {
             if configuration.objectTypes != nil {
                 throw AtollError(.noSuchClass, "'\(cls.name)' is not in this realm's objectTypes")
@@ -217,7 +222,7 @@ public final class Realm: @unchecked Sendable {
     /// A managed object of a class for a row key.
     func managedObject<T: ObjectBase>(_ type: T.Type, key: Int64, row: [Value]? = nil, stamp: Store.ReadStamp? = nil) -> T {
         let object = type.init()
-        object._accessor = ObjectAccessor(realm: self, cls: ObjectClass.of(type), key: key, row: row, stamp: stamp)
+        object.bind(ObjectAccessor(realm: self, cls: ObjectClass.of(type), key: key, row: row, stamp: stamp))
         return object
     }
 
@@ -246,7 +251,7 @@ public final class Realm: @unchecked Sendable {
             guard let key = accessor.currentKey else { throw accessor.invalidated() }
             return key
         }
-        let cls = try objectClass(type(of: object))
+        let cls = try objectClass(object.objectClass)
         guard !cls.isEmbedded else {
             throw AtollError(.invalidArgument, "'\(cls.name)' is an embedded object: set it as the property of its owner")
         }
@@ -265,7 +270,7 @@ public final class Realm: @unchecked Sendable {
         }
         let document = try self.document(of: object)
         let key = try store.create(cls.name, document, update: update).rawValue
-        object._accessor = ObjectAccessor(realm: self, cls: cls, key: key)
+        object.bind(ObjectAccessor(realm: self, cls: cls, key: key))
         object._unmanagedValues = nil
         if outermost {
             // Links that closed a cycle were left out; write them now that every object has a row.
@@ -386,8 +391,10 @@ public final class Realm: @unchecked Sendable {
             guard let p = cls.schema.primaryKeyProperty else {
                 throw AtollError(.invalidArgument, "'\(cls.name)' has no primary key")
             }
-            guard let rowKey = try store.rowKey(cls.name, primaryKey: try storedValue(key, for: p)) else { return nil }
-            return managedObject(T.self, key: rowKey)
+            let stamp = try store.readStamp()
+            let value = try (key as? _PersistableScalar)?._atollValue ?? storedValue(key, for: p)
+            guard let (rowKey, row) = try store.typedRow(cls.name, primaryKey: value) else { return nil }
+            return managedObject(T.self, key: rowKey, row: row, stamp: stamp)
         } catch {
             report(error)
             return nil

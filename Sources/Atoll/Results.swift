@@ -168,7 +168,7 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
             let keys = try storeResults().keys().map(\.rawValue)
             state.keys = keys
             state.stamp = stamp
-            state.rows = [:]
+            state.page = nil
             return keys
         } catch {
             realm.report(error)
@@ -177,10 +177,21 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
     }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { keys().count }
+    public var endIndex: Int { count }
 
-    /// How many objects match now.
-    public var count: Int { keys().count }
+    /// How many objects match now (counted by the store, unless the keys are at hand).
+    public var count: Int {
+        guard let realm else { return 0 }
+        state.lock.lock()
+        defer { state.lock.unlock() }
+        do {
+            if let keys = state.keys, try state.stamp == realm.store.readStamp() { return keys.count }
+            return try storeResults().count()
+        } catch {
+            realm.report(error)
+            return 0
+        }
+    }
 
     /// The object at a position (reading its page of rows at once).
     /// Positions out of range give an invalidated object and an error in `realm.lastError`.
@@ -191,19 +202,56 @@ public struct Results<Element: RealmFetchable>: RandomAccessCollection, CustomSt
             realm.report(AtollError(.invalidArgument, "index \(position) is out of range for results of \(keys.count) objects"))
             return Element._atollUnmanaged()
         }
-        let key = keys[position]
         state.lock.lock()
         defer { state.lock.unlock() }
-        if state.rows[key] == nil {
-            let page = position / ResultsState.pageSize * ResultsState.pageSize
-            let pageKeys = Array(keys[page..<Swift.min(keys.count, page + ResultsState.pageSize)])
+        let start = position / ResultsState.pageSize * ResultsState.pageSize
+        if state.page?.start != start {
+            let pageKeys = Array(keys[start..<Swift.min(keys.count, start + ResultsState.pageSize)])
             do {
-                let cls = try realm.objectClass(Element._atollObjectType)
-                state.rows = try realm.store.typedRows(cls.name, keys: pageKeys)
-            } catch { realm.report(error) }
+                state.page = (start, try realm.store.typedRows(ObjectClass.of(Element._atollObjectType).name, keys: pageKeys))
+            } catch {
+                state.page = nil
+                realm.report(error)
+            }
         }
-        let cls = ObjectClass.of(Element._atollObjectType)
-        return Element._atollFetched(ObjectAccessor(realm: realm, cls: cls, key: key, row: state.rows[key], stamp: state.stamp))
+        let row = state.page.flatMap { position - $0.start < $0.rows.count ? $0.rows[position - $0.start] : nil }
+        return Element._atollFetched(ObjectAccessor(realm: realm, cls: ObjectClass.of(Element._atollObjectType),
+                                                    key: keys[position], row: row, stamp: state.stamp))
+    }
+
+    /// Iterates the results as they are when the iteration starts, reading their rows a page
+    /// at a time.
+    public struct Iterator: IteratorProtocol {
+        let realm: Realm?
+        let cls: ObjectClass
+        let keys: [Int64]
+        let stamp: Store.ReadStamp?
+        var position = 0
+        var rows: [[Value]?] = []
+
+        public mutating func next() -> Element? {
+            guard let realm, position < keys.count else { return nil }
+            let offset = position % ResultsState.pageSize
+            if offset == 0 {
+                let page = Array(keys[position..<Swift.min(keys.count, position + ResultsState.pageSize)])
+                do { rows = try realm.store.typedRows(cls.name, keys: page) } catch {
+                    rows = []
+                    realm.report(error)
+                }
+            }
+            let key = keys[position]
+            position += 1
+            return Element._atollFetched(ObjectAccessor(realm: realm, cls: cls, key: key,
+                                                        row: offset < rows.count ? rows[offset] : nil, stamp: stamp))
+        }
+    }
+
+    public func makeIterator() -> Iterator {
+        let keys = keys()
+        state.lock.lock()
+        let stamp = state.stamp
+        state.lock.unlock()
+        return Iterator(realm: realm, cls: ObjectClass.of(Element._atollObjectType), keys: keys, stamp: stamp)
     }
 
     /// The position of an object in the results, or nil.
@@ -296,7 +344,7 @@ extension RealmFetchable where Self: ObjectBase {
     public static var _atollObjectType: ObjectBase.Type { Self.self }
     public static func _atollFetched(_ accessor: ObjectAccessor) -> Self {
         let object = Self()
-        object._accessor = accessor
+        object.bind(accessor)
         return object
     }
     public static func _atollUnmanaged() -> Self { Self() }
@@ -314,7 +362,8 @@ final class ResultsState: @unchecked Sendable {
     var compiled: AtollStore.Results?
     var keys: [Int64]?
     var stamp: Store.ReadStamp?
-    var rows: [Int64: [Value]] = [:]
+    /// The rows of the page of `keys` read last, from position `start`.
+    var page: (start: Int, rows: [[Value]?])?
 }
 
 extension Realm {

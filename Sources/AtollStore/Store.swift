@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import Synchronization
 
 /// How to open a store.
 public struct Configuration: Sendable {
@@ -87,8 +88,13 @@ public final class Store: @unchecked Sendable {
     /// For each class, the properties of other classes that link to it (built on first use).
     var incomingLinks: [String: [(ClassInfo, Property)]] = [:]
     /// Write operations and transaction ends so far: with `PRAGMA data_version`, tells whether
-    /// the data changed (see `DataStamp`).
-    var writeCount = 0
+    /// the data changed (see `DataStamp`). Changed under the lock; atomic so that
+    /// `readStamp()` can read it without the lock.
+    var writeCount: Int {
+        get { writeCounter.load(ordering: .relaxed) }
+        set { writeCounter.store(newValue, ordering: .relaxed) }
+    }
+    private let writeCounter = Atomic<Int>(0)
     /// Set while a migration callback runs: its writes belong to the migration's transaction,
     /// which only the migration commits.
     var migrating = false
@@ -103,7 +109,11 @@ public final class Store: @unchecked Sendable {
     var holdsSnapshot = false
     /// How many snapshots were taken so far (with `writeCount`, tells the typed API whether
     /// what this handle reads may have changed; see `Store+Typed.swift`).
-    var snapshotCount = 0
+    var snapshotCount: Int {
+        get { snapshotCounter.load(ordering: .relaxed) }
+        set { snapshotCounter.store(newValue, ordering: .relaxed) }
+    }
+    private let snapshotCounter = Atomic<Int>(0)
     /// The change-log version the held snapshot sees (nil while none is held).
     var snapshotVersion: UInt64?
     /// The size the WAL file is truncated to when SQLite resets it (64 MB).

@@ -245,6 +245,15 @@ extension Store {
                         _ rec: ChangeRecorder) throws {
         try checkKeys(info, doc)
         let given = info.columns.filter { doc[$0.name] != nil }
+        // With `.all`, only replaced embedded objects need the current values: without them
+        // (and without collections, written after), the UPDATE's change count tells whether
+        // the object exists.
+        if !given.isEmpty, !given.contains(where: { embeddedTarget($0) != nil }),
+           !info.collections.contains(where: { doc[$0.name] != nil }) {
+            try update(info, rowKey, ref, doc, given, given.map { _ in (SQLValue.null, SQLValue.null) }, .all, conn, rec)
+            guard conn.changes > 0 else { throw AtollError(.notFound, "no object of class '\(info.name)' with key \(rowKey)") }
+            return
+        }
         let s = try conn.statement(info.currentValuesSQL(given, byRowKey: true))
         s.bind(1, rowKey)
         guard try s.step() else { s.reset(); throw AtollError(.notFound, "no object of class '\(info.name)' with key \(rowKey)") }

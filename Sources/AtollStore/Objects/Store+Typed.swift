@@ -16,7 +16,11 @@ extension Store {
     }
 
     package func readStamp() throws -> ReadStamp {
-        try locked { conn in
+        // A store that holds a snapshot sees new data only after its own writes and new
+        // snapshots: both counters are atomic, no lock needed. (Set at open, `holdsSnapshot`
+        // does not change while the store is shared.)
+        if holdsSnapshot { return ReadStamp(writes: writeCount, snapshots: snapshotCount, dataVersion: 0) }
+        return try locked { conn in
             if holdsSnapshot || write != nil { return ReadStamp(writes: writeCount, snapshots: snapshotCount, dataVersion: 0) }
             return ReadStamp(writes: writeCount, snapshots: snapshotCount, dataVersion: try dataStamp(conn).dataVersion)
         }
@@ -37,17 +41,38 @@ extension Store {
         }
     }
 
-    /// The rows of several objects of a class, as `typedRow` gives them, by row key (objects
-    /// that do not exist are left out): one query.
-    package func typedRows(_ className: String, keys: [Int64]) throws -> [Int64: [Value]] {
-        guard !keys.isEmpty else { return [:] }
+    /// The object with a primary key: its row key and its row as `typedRow` gives it (nil
+    /// when there is none). One statement when the primary key is the row key.
+    package func typedRow(_ className: String, primaryKey: Value) throws -> (key: Int64, row: [Value])? {
+        try locked { conn in
+            let info = try classInfo(className)
+            let pk = try checkedPrimaryKey(info, primaryKey)
+            guard let p = info.primaryKey else { return nil }
+            let s = try conn.statement(info.primaryKeyIsRowKey ? info.readSQL : info.readByPrimaryKeySQL)
+            s.bind(1, p.type.sqlValue(pk))
+            defer { s.reset() }
+            guard try s.step() else { return nil }
+            return (s.int64(0), try typedValues(info, s, conn))
+        }
+    }
+
+    /// The rows of several objects of a class, as `typedRow` gives them, in the order of
+    /// `keys` (nil for an object that does not exist): one query.
+    package func typedRows(_ className: String, keys: [Int64]) throws -> [[Value]?] {
+        guard !keys.isEmpty else { return [] }
         return try locked { conn in
             let info = try classInfo(className)
-            let s = try conn.statement(info.selectColumns + " WHERE t.\(info.rowKey) IN (SELECT value FROM json_each(?))")
+            let s = try conn.statement(info.selectList + " FROM json_each(?) AS k JOIN \(info.table) AS t ON t.\(info.rowKey) = k.value ORDER BY k.key")
             s.bind(1, "[" + keys.map(String.init).joined(separator: ",") + "]")
             defer { s.reset() }
-            var rows = [Int64: [Value]](minimumCapacity: keys.count)
-            while try s.step() { rows[s.int64(0)] = try typedValues(info, s, conn) }
+            var rows = [[Value]?]()
+            rows.reserveCapacity(keys.count)
+            while try s.step() {
+                let key = s.int64(0)
+                while rows.count < keys.count, keys[rows.count] != key { rows.append(nil) }
+                rows.append(try typedValues(info, s, conn))
+            }
+            while rows.count < keys.count { rows.append(nil) }
             return rows
         }
     }
@@ -164,8 +189,10 @@ extension Store {
     /// links given by the target's primary key or row key reference, embedded objects whole.
     /// - Throws: `.notInWrite`, `.notFound`, `.typeMismatch`, `.noSuchProperty`.
     package func update(_ className: String, key: Int64, _ doc: Document) throws {
-        try writeOperation("update") { conn, state in
-            let info = try classInfo(className)
+        let info = try locked { _ in try classInfo(className) }
+        // Scalars are written by one UPDATE, atomic by itself; links and lists may take several.
+        let multi = doc.keys.contains { info.linkOrListNames.contains($0) }
+        try writeOperation("update", multiStatement: multi) { conn, state in
             guard !info.schema.isEmbedded else {
                 throw AtollError(.invalidArgument, "'\(className)' is an embedded class: change it through its owner")
             }
