@@ -249,3 +249,33 @@ extension PersistableEnum {
     }
     public func _atollWrite(_ realm: Realm) throws -> Value { rawValue._atollValue }
 }
+
+// MARK: - Realm Swift's conveniences for ObjectId and Decimal128
+
+extension ObjectId {
+    /// An object id from its 24 hex digits (Realm Swift's `ObjectId(string:)`).
+    /// - Throws: `.invalidArgument` for text that is not 24 hex digits.
+    public init(string: String) throws {
+        guard let id = ObjectId(hex: string) else {
+            throw AtollError(.invalidArgument, "'\(string)' is not an object id (24 hex digits)")
+        }
+        self = id
+    }
+
+    /// The id as 24 hex digits.
+    public var stringValue: String { hex }
+}
+
+extension Decimal128 {
+    /// A decimal from its text (Realm Swift's `Decimal128(string:)`): `"19.99"`, `"1e-3"`, `"NaN"`.
+    /// - Throws: `.invalidArgument` for text that is not a decimal of at most 34 digits.
+    public init(string: String) throws {
+        guard let d = Decimal128(string) else {
+            throw AtollError(.invalidArgument, "'\(string)' is not a decimal128 (at most 34 significant digits)")
+        }
+        self = d
+    }
+
+    /// The exact decimal value of an integer.
+    public init(_ value: Int) { self.init(Int64(value)) }
+}

@@ -236,7 +236,7 @@ final class RealmTests: XCTestCase {
         p.name = "Spot"
         p.age = 4
         p.weight = 12.5
-        p.price = Decimal128("19.99")!
+        p.price = try Decimal128(string: "19.99")
         p.born = born
         p.tag = tag
         p.photo = Data([1, 2, 3])
@@ -260,6 +260,15 @@ final class RealmTests: XCTestCase {
         XCTAssertEqual(read.scores["x"], 1)
         try realm.write { read.age = nil }
         XCTAssertNil(p.age)
+    }
+
+    func testObjectIdAndDecimal128FromText() throws {
+        let id = ObjectId.generate()
+        XCTAssertEqual(try ObjectId(string: id.stringValue), id)
+        XCTAssertThrowsError(try ObjectId(string: "xyz")) { XCTAssertEqual(($0 as? AtollError)?.code, .invalidArgument) }
+        XCTAssertEqual(try Decimal128(string: "1.50").description, "1.5", "trailing zeros are normalized away")
+        XCTAssertEqual(Decimal128(3), try Decimal128(string: "3"))
+        XCTAssertThrowsError(try Decimal128(string: "1.2.3")) { XCTAssertEqual(($0 as? AtollError)?.code, .invalidArgument) }
     }
 
     func testAnyRealmValueHoldsEveryKind() throws {

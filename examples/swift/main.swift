@@ -38,17 +38,32 @@ do {
         print("profile: \(profile.firstName) \(profile.lastNameInitial.map(String.init) ?? "").  (\(profile.businessUnit.rawValue), \(profile.dogs.count) dogs)")
     }
 
-    // Live data: @Observable results (SwiftUI's @ObservedResults) and a change listener.
+    // Live data: @Observable results (SwiftUI's @ObservedResults) and a change listener. Both
+    // get the initial state first, asynchronously (as in Realm): wait for it, then write.
     let dogs = ObservedResults(Dog.self, sortDescriptor: SortDescriptor(keyPath: "weight"))
+    let ready = DispatchSemaphore(value: 0)
+    var reports = 0
+    withObservationTracking { reports = dogs.changeCount } onChange: { ready.signal() }
+    if reports == 0 { _ = ready.wait(timeout: .now() + 5) }
     let changed = DispatchSemaphore(value: 0)
-    let listened = DispatchSemaphore(value: 0)
     withObservationTracking { _ = dogs.wrappedValue.count } onChange: { changed.signal() }
+
+    let listening = DispatchSemaphore(value: 0)
+    let listened = DispatchSemaphore(value: 0)
     let token = realm.objects(Dog.self).observe(keyPaths: ["weight"]) { change in
-        if case .update(let results, let deletions, let insertions, let modifications) = change {
+        switch change {
+        case .initial(let results):
+            print("  listener: \(results.count) dogs")
+            listening.signal()
+        case .update(let results, let deletions, let insertions, let modifications):
             print("  listener: deleted \(deletions), inserted \(insertions), modified \(modifications); now \(results.count) dogs")
+            listened.signal()
+        case .error(let error):
+            print("  listener: \(error)")
             listened.signal()
         }
     }
+    _ = listening.wait(timeout: .now() + 5)
     let writer = try Realm()   // another handle on the file: its commits are seen too
     try writer.write {
         writer.objects(Dog.self).where { $0.name == "Pip" }.first?.weight = 9
