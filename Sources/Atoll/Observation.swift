@@ -243,6 +243,22 @@ extension List {
     }
 }
 
+extension List {
+    /// The list's changes as an asynchronous sequence: the initial state, then each update; it
+    /// ends after an error (the owner's deletion empties the list first), or when the
+    /// iteration ends.
+    public func changes(keyPaths: [String]? = nil) -> AsyncStream<RealmCollectionChange<List<Element>>> {
+        AsyncStream { continuation in
+            let token = observe(keyPaths: keyPaths) { change in
+                continuation.yield(change)
+                if case .error = change { continuation.finish() }
+            }
+            let held = Unchecked(token)
+            continuation.onTermination = { _ in held.value.invalidate() }
+        }
+    }
+}
+
 extension MutableSet {
     /// Calls `block` with the set's initial state, then after each change.
     public func observe(keyPaths: [String]? = nil, on queue: DispatchQueue? = nil,
@@ -299,6 +315,17 @@ extension Realm {
             // transaction goes on.
             report(error, failsWrite: false)
             return failedToken()
+        }
+    }
+}
+
+extension Realm {
+    /// The realm's changes as an asynchronous sequence: `.didChange` after each commit.
+    public func changes() -> AsyncStream<Notification> {
+        AsyncStream { continuation in
+            let token = observe { notification, _ in continuation.yield(notification) }
+            let held = Unchecked(token)
+            continuation.onTermination = { _ in held.value.invalidate() }
         }
     }
 }

@@ -34,7 +34,7 @@ public struct PropertyShape: Sendable {
 ///
 /// The requirements are the typed layer's own (their names start with an underscore); do not
 /// conform other types to it.
-public protocol _Persistable {
+public protocol _Persistable: SendableMetatype {
     /// The property's type in the schema.
     static var _atollShape: PropertyShape { get }
     /// The value of a new object's property that has no default of its own.

@@ -275,6 +275,56 @@ final class ObservationTests: XCTestCase {
         wait(for: [ended], timeout: 5)
     }
 
+    func testListObjectAndRealmChangesAsAsyncSequences() throws {
+        let realm = try realm(pets: ["Tom"])
+        let tom = try pet(realm, 1)
+        try realm.write { tom.nicknames.append("T") }
+        let listSeen = ThreadSafeList<String>()
+        let objectSeen = ThreadSafeList<String>()
+        let realmSeen = ThreadSafeList<Realm.Notification>()
+        let started = XCTestExpectation(description: "the list stream's initial state")
+        let done = XCTestExpectation(description: "each stream saw the write")
+        done.expectedFulfillmentCount = 3
+        // The streams register their observers when made: make them here, iterate them in tasks.
+        let listChanges = tom.nicknames.changes()
+        let objectChanges: AsyncStream<ObjectChange<Pet>> = tom.changes()
+        let realmChanges = realm.changes()
+        let tasks = [
+            Task {
+                for await change in listChanges {
+                    switch change {
+                    case .initial(let list): listSeen.append("initial \(list.toArray())"); started.fulfill()
+                    case .update(let list, let deletions, let insertions, _):
+                        listSeen.append("update \(list.toArray()) -\(deletions) +\(insertions)")
+                        done.fulfill()
+                    case .error(let error): listSeen.append("error \(error)")
+                    }
+                }
+            },
+            Task {
+                for await change in objectChanges {
+                    if case .change(_, let properties) = change {
+                        objectSeen.append(properties.map(\.name).joined(separator: ","))
+                        done.fulfill()
+                    }
+                }
+            },
+            Task {
+                for await notification in realmChanges {
+                    realmSeen.append(notification)
+                    done.fulfill()
+                }
+            },
+        ]
+        defer { tasks.forEach { $0.cancel() } }
+        wait(for: [started], timeout: 5)
+        try realm.write { tom.nicknames.append("Tommy") }
+        wait(for: [done], timeout: 5)
+        XCTAssertEqual(listSeen.values, ["initial [\"T\"]", "update [\"T\", \"Tommy\"] -[] +[1]"])
+        XCTAssertEqual(objectSeen.values, ["nicknames"])
+        XCTAssertEqual(realmSeen.values, [.didChange])
+    }
+
     // MARK: - Objects
 
     func testObjectChangesCarryTheChangedPropertiesWithOldAndNewValuesThenTheDeletion() throws {
