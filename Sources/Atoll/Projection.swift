@@ -334,18 +334,24 @@ extension ProjectionObservable {
     /// at a changed root property.
     private func projectedChanges(_ properties: [PropertyChange], _ watched: [ProjectedProperty]) -> [PropertyChange] {
         let changed = Set(properties.map(\.name))
-        let (before, rebuilt) = rootBefore(properties)
+        let (before, rebuilt) = rootRebuilt(properties, after: false)
+        // The new values as the change carries them (read at the delivery, consistent with the
+        // old ones), where they can be rebuilt; the root read now otherwise.
+        let (after, rebuiltAfter) = rootRebuilt(properties, after: true)
         return watched.compactMap { p in
             guard let first = p.rootNames.first, changed.contains(first) else { return nil }
-            return PropertyChange(name: p.label,
-                                  oldValue: rebuilt.contains(first) ? p.projected.value(on: before) : nil,
-                                  newValue: p.projected.value(on: rootObject))
+            let old = rebuilt.contains(first) ? p.projected.value(on: before) : nil
+            let new = p.projected.value(on: rebuiltAfter.contains(first) ? after : rootObject)
+            // An embedded object is written whole: a change of its other properties reaches
+            // the root as a change of it. A projected value known to be unchanged is no change.
+            if rebuilt.contains(first), sameValue(old, new) { return nil }
+            return PropertyChange(name: p.label, oldValue: old, newValue: new)
         }
     }
 
     /// An unmanaged root holding the old values of the changed properties that can be rebuilt
     /// from a change (values and embedded objects), and their names.
-    private func rootBefore(_ properties: [PropertyChange]) -> (Root, Set<String>) {
+    private func rootRebuilt(_ properties: [PropertyChange], after: Bool) -> (Root, Set<String>) {
         let root = Root()
         let cls = root.objectClass
         var rebuilt = Set<String>()
@@ -353,7 +359,7 @@ extension ProjectionObservable {
         guard let realm = rootObject.realm else { return (root, rebuilt) }
         for change in properties {
             guard let i = cls.propertyIndex[change.name], let type = cls.properties[i] as? any RebuildablePersisted.Type,
-                  let value = type.rebuilt(change.oldValue, realm) else { continue }
+                  let value = type.rebuilt(after ? change.newValue : change.oldValue, realm) else { continue }
             values[i] = value
             rebuilt.insert(change.name)
         }
@@ -383,6 +389,19 @@ func observedRootPaths(_ paths: [[String]], of root: ObjectBase.Type) -> [String
         }
     }
     return kept
+}
+
+/// Whether two projected values are known to be equal: both nil, or equal `Hashable` values
+/// (objects compare as `ObjectBase.==` says).
+private func sameValue(_ a: Any?, _ b: Any?) -> Bool {
+    switch (a, b) {
+    case (nil, nil): return true
+    case (let x?, let y?):
+        if isNil(x), isNil(y) { return true }
+        guard let x = x as? AnyHashable, let y = y as? AnyHashable else { return false }
+        return x == y
+    default: return false
+    }
 }
 
 /// Whether a key path of property names ends at a property holding embedded objects.
