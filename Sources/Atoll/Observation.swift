@@ -66,6 +66,28 @@ private func deliver<A>(_ block: Unchecked<(A) -> Void>, _ argument: A, on queue
     queue.async { block.value(boxed.value) }
 }
 
+/// An observer's changes as an asynchronous sequence: `observe` registers it at once (so that
+/// what is committed after the sequence is made is in it); the sequence ends after a change
+/// for which `endsAfter` holds, and the observer stops when the iteration ends.
+private func changeStream<C: Sendable>(_ observe: (@escaping (C) -> Void) -> NotificationToken,
+                                       endsAfter: @escaping (C) -> Bool) -> AsyncStream<C> {
+    AsyncStream { continuation in
+        let token = observe { change in
+            continuation.yield(change)
+            if endsAfter(change) { continuation.finish() }
+        }
+        let held = Unchecked(token)
+        continuation.onTermination = { _ in held.value.invalidate() }
+    }
+}
+
+extension RealmCollectionChange {
+    var isError: Bool {
+        if case .error = self { return true }
+        return false
+    }
+}
+
 /// A token whose observation failed to register: its error was reported to the block.
 private func failedToken() -> NotificationToken {
     let token = NotificationToken()
@@ -111,14 +133,7 @@ extension Results {
     /// The results' changes as an asynchronous sequence: the initial state, then each update;
     /// it ends after an error, or when the iteration ends.
     public func changes(keyPaths: [String]? = nil) -> AsyncStream<RealmCollectionChange<Results<Element>>> {
-        AsyncStream { continuation in
-            let token = observe(keyPaths: keyPaths) { change in
-                continuation.yield(change)
-                if case .error = change { continuation.finish() }
-            }
-            let held = Unchecked(token)
-            continuation.onTermination = { _ in held.value.invalidate() }
-        }
+        changeStream({ observe(keyPaths: keyPaths, $0) }, endsAfter: { $0.isError })
     }
 }
 
@@ -192,17 +207,10 @@ extension Object {
 
     /// The object's changes as an asynchronous sequence; it ends after the deletion or an error.
     public func changes<T: Object>(keyPaths: [String]? = nil) -> AsyncStream<ObjectChange<T>> {
-        AsyncStream { continuation in
-            let token: NotificationToken = observe(keyPaths: keyPaths) { (change: ObjectChange<T>) in
-                continuation.yield(change)
-                switch change {
-                case .deleted, .error: continuation.finish()
-                case .change: break
-                }
-            }
-            let held = Unchecked(token)
-            continuation.onTermination = { _ in held.value.invalidate() }
-        }
+        changeStream({ observe(keyPaths: keyPaths, $0) }, endsAfter: { (change: ObjectChange<T>) in
+            if case .change = change { return false }
+            return true
+        })
     }
 }
 
@@ -248,14 +256,7 @@ extension List {
     /// ends after an error (the owner's deletion empties the list first), or when the
     /// iteration ends.
     public func changes(keyPaths: [String]? = nil) -> AsyncStream<RealmCollectionChange<List<Element>>> {
-        AsyncStream { continuation in
-            let token = observe(keyPaths: keyPaths) { change in
-                continuation.yield(change)
-                if case .error = change { continuation.finish() }
-            }
-            let held = Unchecked(token)
-            continuation.onTermination = { _ in held.value.invalidate() }
-        }
+        changeStream({ observe(keyPaths: keyPaths, $0) }, endsAfter: { $0.isError })
     }
 }
 
@@ -322,11 +323,7 @@ extension Realm {
 extension Realm {
     /// The realm's changes as an asynchronous sequence: `.didChange` after each commit.
     public func changes() -> AsyncStream<Notification> {
-        AsyncStream { continuation in
-            let token = observe { notification, _ in continuation.yield(notification) }
-            let held = Unchecked(token)
-            continuation.onTermination = { _ in held.value.invalidate() }
-        }
+        changeStream({ block in observe { notification, _ in block(notification) } }, endsAfter: { _ in false })
     }
 }
 

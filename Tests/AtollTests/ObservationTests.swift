@@ -11,59 +11,6 @@ import XCTest
 // realm file, its callbacks arrive on the notifier thread (or a queue), and each test waits for
 // the exact reports it expects.
 
-/// What a callback on another thread reported, in order; the test waits for the n-th report.
-private final class Collector<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var items: [T] = []
-    private var waiters: [(count: Int, expectation: XCTestExpectation)] = []
-
-    func append(_ item: T) {
-        lock.lock()
-        items.append(item)
-        let n = items.count
-        let due = waiters.filter { $0.count <= n }
-        waiters.removeAll { $0.count <= n }
-        lock.unlock()
-        for waiter in due { waiter.expectation.fulfill() }
-    }
-
-    var all: [T] {
-        lock.lock()
-        defer { lock.unlock() }
-        return items
-    }
-
-    /// Fulfilled once `count` reports have arrived.
-    func expectation(count: Int) -> XCTestExpectation {
-        let e = XCTestExpectation(description: "\(count) reports")
-        lock.lock()
-        defer { lock.unlock() }
-        if items.count >= count {
-            e.fulfill()
-        } else {
-            waiters.append((count, e))
-        }
-        return e
-    }
-}
-
-/// A collection change as the test compares it: the elements the callback read (so the live
-/// collection it got shows the new state), and the indices.
-private enum Seen: Equatable {
-    case initial([String])
-    case update([String], deletions: [Int], insertions: [Int], modifications: [Int])
-    case error(AtollError.Code)
-
-    init<C>(_ change: RealmCollectionChange<C>, _ read: (C) -> [String]) {
-        switch change {
-        case .initial(let c): self = .initial(read(c))
-        case .update(let c, let deletions, let insertions, let modifications):
-            self = .update(read(c), deletions: deletions, insertions: insertions, modifications: modifications)
-        case .error(let error): self = .error((error as? AtollError)?.code ?? .internal)
-        }
-    }
-}
-
 /// A map change as the test compares it: the entries the callback read, and the keys.
 private enum SeenMap: Equatable {
     case initial([String])
@@ -130,36 +77,12 @@ final class ObservationTests: XCTestCase {
         try XCTUnwrap(realm.object(ofType: Pet.self, forPrimaryKey: id), "no pet \(id)", file: file, line: line)
     }
 
-    /// Waits (5 s at most) until `collector` holds `count` reports, and returns them all.
-    private func reports<T>(_ collector: Collector<T>, count: Int, file: StaticString = #filePath, line: UInt = #line) -> [T] {
-        if XCTWaiter().wait(for: [collector.expectation(count: count)], timeout: 5) != .completed {
-            XCTFail("waited 5 s for \(count) reports, got \(collector.all.count): \(collector.all)", file: file, line: line)
-        }
-        return collector.all
-    }
-
-    /// Waits (5 s at most) until `condition`, which reads Observable state, holds: it is
-    /// checked again each time the state it read changes.
-    func waitUntil(_ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool) {
-        let deadline = Date().addingTimeInterval(5)
-        while true {
-            let changed = XCTestExpectation(description: what)
-            changed.assertForOverFulfill = false
-            if withObservationTracking(condition, onChange: { changed.fulfill() }) { return }
-            let left = deadline.timeIntervalSinceNow
-            if left <= 0 || XCTWaiter().wait(for: [changed], timeout: left) != .completed {
-                XCTFail("waited 5 s for \(what)", file: file, line: line)
-                return
-            }
-        }
-    }
-
     // MARK: - Results
 
     func testResultsReportTheInitialStateThenOneUpdatePerWriteWithExactIndices() throws {
         let realm = try realm(pets: ["Ann", "Bob", "Cid", "Dan"])
-        let seen = Collector<Seen>()
-        let token = realm.objects(Pet.self).observe { seen.append(Seen($0, names)) }
+        let seen = Collector<SeenCollection>()
+        let token = realm.objects(Pet.self).observe { seen.append(SeenCollection($0, names)) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["Ann", "Bob", "Cid", "Dan"])])
 
@@ -183,8 +106,8 @@ final class ObservationTests: XCTestCase {
 
     func testSortedResultsReportIndicesInSortOrder() throws {
         let realm = try realm(pets: ["Bob", "Dan", "Fay"])
-        let seen = Collector<Seen>()
-        let token = realm.objects(Pet.self).sorted(byKeyPath: "name").observe { seen.append(Seen($0, names)) }
+        let seen = Collector<SeenCollection>()
+        let token = realm.objects(Pet.self).sorted(byKeyPath: "name").observe { seen.append(SeenCollection($0, names)) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["Bob", "Dan", "Fay"])])
 
@@ -205,8 +128,8 @@ final class ObservationTests: XCTestCase {
     func testAWriteThroughAnotherRealmOnTheSameFileIsReported() throws {
         let realm = try realm(pets: ["Ann"])
         let other = try Realm(configuration: realm.configuration)
-        let seen = Collector<Seen>()
-        let token = realm.objects(Pet.self).observe { seen.append(Seen($0, names)) }
+        let seen = Collector<SeenCollection>()
+        let token = realm.objects(Pet.self).observe { seen.append(SeenCollection($0, names)) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["Ann"])])
 
@@ -219,8 +142,8 @@ final class ObservationTests: XCTestCase {
 
     func testResultsKeyPathsLimitWhatCountsAsAModification() throws {
         let realm = try realm(pets: ["Ann", "Bob"])
-        let seen = Collector<Seen>()
-        let token = realm.objects(Pet.self).observe(keyPaths: ["name"]) { seen.append(Seen($0, names)) }
+        let seen = Collector<SeenCollection>()
+        let token = realm.objects(Pet.self).observe(keyPaths: ["name"]) { seen.append(SeenCollection($0, names)) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["Ann", "Bob"])])
 
@@ -243,8 +166,8 @@ final class ObservationTests: XCTestCase {
             realm.add(Dog(value: ["name": "Fido", "weight": 8]))
         }
         let dogs = realm.objects(Dog.self)
-        let seen = Collector<Seen>()
-        let token = dogs.observe(keyPaths: [\Dog.name]) { seen.append(Seen($0) { $0.map(\.name) }) }
+        let seen = Collector<SeenCollection>()
+        let token = dogs.observe(keyPaths: [\Dog.name]) { seen.append(SeenCollection($0) { $0.map(\.name) }) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["Rex", "Fido"])])
 
@@ -257,11 +180,11 @@ final class ObservationTests: XCTestCase {
     func testResultsChangesAsAnAsyncSequence() throws {
         let realm = try realm(pets: ["Ann"])
         let pets = realm.objects(Pet.self)
-        let seen = Collector<Seen>()
+        let seen = Collector<SeenCollection>()
         let ended = XCTestExpectation(description: "the iteration ended")
         let task = Task {
             for await change in pets.changes() {
-                seen.append(Seen(change, names))
+                seen.append(SeenCollection(change, names))
                 if seen.all.count == 2 { break }
             }
             ended.fulfill()
@@ -279,9 +202,9 @@ final class ObservationTests: XCTestCase {
         let realm = try realm(pets: ["Tom"])
         let tom = try pet(realm, 1)
         try realm.write { tom.nicknames.append("T") }
-        let listSeen = ThreadSafeList<String>()
-        let objectSeen = ThreadSafeList<String>()
-        let realmSeen = ThreadSafeList<Realm.Notification>()
+        let listSeen = Collector<String>()
+        let objectSeen = Collector<String>()
+        let realmSeen = Collector<Realm.Notification>()
         let started = XCTestExpectation(description: "the list stream's initial state")
         let done = XCTestExpectation(description: "each stream saw the write")
         done.expectedFulfillmentCount = 3
@@ -320,9 +243,9 @@ final class ObservationTests: XCTestCase {
         wait(for: [started], timeout: 5)
         try realm.write { tom.nicknames.append("Tommy") }
         wait(for: [done], timeout: 5)
-        XCTAssertEqual(listSeen.values, ["initial [\"T\"]", "update [\"T\", \"Tommy\"] -[] +[1]"])
-        XCTAssertEqual(objectSeen.values, ["nicknames"])
-        XCTAssertEqual(realmSeen.values, [.didChange])
+        XCTAssertEqual(listSeen.all, ["initial [\"T\"]", "update [\"T\", \"Tommy\"] -[] +[1]"])
+        XCTAssertEqual(objectSeen.all, ["nicknames"])
+        XCTAssertEqual(realmSeen.all, [.didChange])
     }
 
     // MARK: - Objects
@@ -373,8 +296,8 @@ final class ObservationTests: XCTestCase {
         XCTAssertEqual(seen.all, [.error(.invalidArgument, "only managed objects can be observed; add the object to a realm first")])
         XCTAssertTrue(token.isInvalidated)
 
-        let list = Collector<Seen>()
-        let listToken = pet.nicknames.observe { list.append(Seen($0) { Array($0) }) }
+        let list = Collector<SeenCollection>()
+        let listToken = pet.nicknames.observe { list.append(SeenCollection($0) { Array($0) }) }
         XCTAssertEqual(list.all, [.error(.invalidArgument)])
         XCTAssertTrue(listToken.isInvalidated)
     }
@@ -388,8 +311,8 @@ final class ObservationTests: XCTestCase {
             realm.add(owner)
             for id in 1...3 { owner.pets.append(try pet(realm, id)) }
         }
-        let seen = Collector<Seen>()
-        let token = owner.pets.observe { seen.append(Seen($0) { $0.map(\.name) }) }
+        let seen = Collector<SeenCollection>()
+        let token = owner.pets.observe { seen.append(SeenCollection($0) { $0.map(\.name) }) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["Tom", "Rex", "Kit"])])
 
@@ -417,8 +340,8 @@ final class ObservationTests: XCTestCase {
         let realm = try realm(pets: ["Tom"])
         let tom = try pet(realm, 1)
         try realm.write { tom.nicknames.append(objectsIn: ["Tommy", "T"]) }
-        let seen = Collector<Seen>()
-        let token = tom.nicknames.observe { seen.append(Seen($0) { Array($0) }) }
+        let seen = Collector<SeenCollection>()
+        let token = tom.nicknames.observe { seen.append(SeenCollection($0) { Array($0) }) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["Tommy", "T"])])
 
@@ -430,8 +353,8 @@ final class ObservationTests: XCTestCase {
         let realm = try realm(pets: ["Tom"])
         let tom = try pet(realm, 1)
         try realm.write { tom.tags.insert(objectsIn: ["a", "b"]) }
-        let seen = Collector<Seen>()
-        let token = tom.tags.observe { seen.append(Seen($0) { Array($0) }) }
+        let seen = Collector<SeenCollection>()
+        let token = tom.tags.observe { seen.append(SeenCollection($0) { Array($0) }) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["a", "b"])])
 
@@ -519,10 +442,10 @@ final class ObservationTests: XCTestCase {
 
     func testInvalidatingATokenStopsItsReports() throws {
         let realm = try realm(pets: ["Tom"])
-        let stopped = Collector<Seen>()
-        let running = Collector<Seen>()
-        let stoppedToken = realm.objects(Pet.self).observe { stopped.append(Seen($0, names)) }
-        let runningToken = realm.objects(Pet.self).observe { running.append(Seen($0, names)) }
+        let stopped = Collector<SeenCollection>()
+        let running = Collector<SeenCollection>()
+        let stoppedToken = realm.objects(Pet.self).observe { stopped.append(SeenCollection($0, names)) }
+        let runningToken = realm.objects(Pet.self).observe { running.append(SeenCollection($0, names)) }
         defer { runningToken.invalidate() }
         XCTAssertEqual(reports(stopped, count: 1), [.initial(["Tom"])])
         XCTAssertEqual(reports(running, count: 1), [.initial(["Tom"])])
@@ -544,17 +467,17 @@ final class ObservationTests: XCTestCase {
     func testObservingInsideAWriteTransactionIsAnErrorAndTheWriteStillCommits() throws {
         let realm = try realm(pets: ["Tom"])
         let tom = try pet(realm, 1)
-        let results = Collector<Seen>()
+        let results = Collector<SeenCollection>()
         let object = Collector<SeenObject>()
-        let list = Collector<Seen>()
-        let set = Collector<Seen>()
+        let list = Collector<SeenCollection>()
+        let set = Collector<SeenCollection>()
         let map = Collector<SeenMap>()
         var tokens = [NotificationToken]()
         try realm.write {
-            tokens.append(realm.objects(Pet.self).observe { results.append(Seen($0, names)) })
+            tokens.append(realm.objects(Pet.self).observe { results.append(SeenCollection($0, names)) })
             tokens.append(tom.observe { (change: ObjectChange<Pet>) in object.append(SeenObject(change, observed: tom)) })
-            tokens.append(tom.nicknames.observe { list.append(Seen($0) { Array($0) }) })
-            tokens.append(tom.tags.observe { set.append(Seen($0) { Array($0) }) })
+            tokens.append(tom.nicknames.observe { list.append(SeenCollection($0) { Array($0) }) })
+            tokens.append(tom.tags.observe { set.append(SeenCollection($0) { Array($0) }) })
             tokens.append(tom.scores.observe { map.append(SeenMap($0)) })
             realm.add(Pet(value: ["id": 2, "name": "Rex"]))
         }

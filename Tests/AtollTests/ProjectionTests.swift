@@ -10,37 +10,6 @@ import XCTest
 // root objects in real temporary realm files. Observation callbacks arrive on the notifier
 // thread; each test waits for the exact reports it expects.
 
-/// What a callback on another thread reported, in order; the test waits for the n-th report.
-private final class ProjectionCollector<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var items: [T] = []
-    private var waiters: [(count: Int, expectation: XCTestExpectation)] = []
-
-    func append(_ item: T) {
-        lock.lock()
-        items.append(item)
-        let due = waiters.filter { $0.count <= items.count }
-        waiters.removeAll { $0.count <= items.count }
-        lock.unlock()
-        for waiter in due { waiter.expectation.fulfill() }
-    }
-
-    var all: [T] {
-        lock.lock()
-        defer { lock.unlock() }
-        return items
-    }
-
-    /// Fulfilled once `count` reports have arrived.
-    func expectation(count: Int) -> XCTestExpectation {
-        let e = XCTestExpectation(description: "\(count) reports")
-        lock.lock()
-        defer { lock.unlock() }
-        if items.count >= count { e.fulfill() } else { waiters.append((count, e)) }
-        return e
-    }
-}
-
 /// A projection change as the test compares it: `name: old -> new` per property, and whether
 /// the block got the observed projection itself.
 private enum SeenProjection: Equatable {
@@ -58,22 +27,6 @@ private enum SeenProjection: Equatable {
         case .error(let error):
             let e = error as? AtollError
             self = .error(e?.code ?? .internal, e?.message ?? "\(error)")
-        }
-    }
-}
-
-/// A collection change as the test compares it: the values the callback read, and the indices.
-private enum SeenCollection: Equatable {
-    case initial([String])
-    case update([String], deletions: [Int], insertions: [Int], modifications: [Int])
-    case error(AtollError.Code)
-
-    init<C>(_ change: RealmCollectionChange<C>, _ read: (C) -> [String]) {
-        switch change {
-        case .initial(let c): self = .initial(read(c))
-        case .update(let c, let deletions, let insertions, let modifications):
-            self = .update(read(c), deletions: deletions, insertions: insertions, modifications: modifications)
-        case .error(let error): self = .error((error as? AtollError)?.code ?? .internal)
         }
     }
 }
@@ -114,30 +67,6 @@ final class ProjectionTests: XCTestCase {
         ann.closeFriends.insert(bob)
         try realm.write { realm.add(ann) }
         return (realm, ann)
-    }
-
-    /// Waits (5 s at most) until `collector` holds `count` reports, and returns them all.
-    private func reports<T>(_ collector: ProjectionCollector<T>, count: Int, file: StaticString = #filePath, line: UInt = #line) -> [T] {
-        if XCTWaiter().wait(for: [collector.expectation(count: count)], timeout: 5) != .completed {
-            XCTFail("waited 5 s for \(count) reports, got \(collector.all.count): \(collector.all)", file: file, line: line)
-        }
-        return collector.all
-    }
-
-    /// Waits (5 s at most) until `condition`, which reads Observable state, holds: it is
-    /// checked again each time the state it read changes.
-    private func waitUntil(_ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool) {
-        let deadline = Date().addingTimeInterval(5)
-        while true {
-            let changed = XCTestExpectation(description: what)
-            changed.assertForOverFulfill = false
-            if withObservationTracking(condition, onChange: { changed.fulfill() }) { return }
-            let left = deadline.timeIntervalSinceNow
-            if left <= 0 || XCTWaiter().wait(for: [changed], timeout: left) != .completed {
-                XCTFail("waited 5 s for \(what)", file: file, line: line)
-                return
-            }
-        }
     }
 
     // MARK: - Reading
@@ -317,7 +246,7 @@ final class ProjectionTests: XCTestCase {
     func testObservationReportsProjectedNamesAndNothingForExcludedProperties() throws {
         let (realm, ann, _) = try doggoRealm()
         let profile = Profile(projecting: ann)
-        let seen = ProjectionCollector<SeenProjection>()
+        let seen = Collector<SeenProjection>()
         let token = profile.observe { seen.append(SeenProjection($0, observed: profile)) }
         defer { token.invalidate() }
 
@@ -345,7 +274,7 @@ final class ProjectionTests: XCTestCase {
     func testObservationThroughAMappedCollectionWatchesTheMappedPropertyOnly() throws {
         let (realm, ann, _) = try doggoRealm()
         let card = PersonCard(projecting: ann)
-        let seen = ProjectionCollector<SeenProjection>()
+        let seen = Collector<SeenProjection>()
         let token = card.observe { seen.append(SeenProjection($0, observed: card)) }
         defer { token.invalidate() }
 
@@ -364,7 +293,7 @@ final class ProjectionTests: XCTestCase {
     func testObservationThroughAnEmbeddedObjectAndAListOfLinks() throws {
         let (realm, friend) = try friendRealm()
         let projection = FriendProjection(projecting: friend)
-        let seen = ProjectionCollector<SeenProjection>()
+        let seen = Collector<SeenProjection>()
         let token = projection.observe { seen.append(SeenProjection($0, observed: projection)) }
         defer { token.invalidate() }
 
@@ -383,7 +312,7 @@ final class ProjectionTests: XCTestCase {
     func testAPropertyAndAKeyPathThroughItAreBothWatched() throws {
         let (realm, ann, _) = try doggoRealm()
         let view = DogOwnerView(projecting: ann)
-        let names = ProjectionCollector<[String]>()
+        let names = Collector<[String]>()
         let token = view.observe { change in
             if case .change(_, let properties) = change { names.append(properties.map(\.name)) }
         }
@@ -396,7 +325,7 @@ final class ProjectionTests: XCTestCase {
 
         let (friendRealm, friend) = try friendRealm()
         let circle = FriendCircle(projecting: friend)
-        let circleNames = ProjectionCollector<[String]>()
+        let circleNames = Collector<[String]>()
         let other = circle.observe { change in
             if case .change(_, let properties) = change { circleNames.append(properties.map(\.name)) }
         }
@@ -411,8 +340,8 @@ final class ProjectionTests: XCTestCase {
     func testObservingKeyPathsWatchesTheNamedProjectedPropertiesOnly() throws {
         let (realm, ann, _) = try doggoRealm()
         let profile = Profile(projecting: ann)
-        let byName = ProjectionCollector<SeenProjection>()
-        let byKeyPath = ProjectionCollector<SeenProjection>()
+        let byName = Collector<SeenProjection>()
+        let byKeyPath = Collector<SeenProjection>()
         let tokens = [
             profile.observe(keyPaths: ["lastNameInitial"]) { byName.append(SeenProjection($0, observed: profile)) },
             profile.observe(keyPaths: [\Profile.firstName]) { byKeyPath.append(SeenProjection($0, observed: profile)) },
@@ -428,13 +357,13 @@ final class ProjectionTests: XCTestCase {
     func testObservingWhatCannotBeObservedReportsAnError() throws {
         let (_, ann, _) = try doggoRealm()
         let profile = Profile(projecting: ann)
-        let unknown = ProjectionCollector<SeenProjection>()
+        let unknown = Collector<SeenProjection>()
         let token = profile.observe(keyPaths: ["company"]) { unknown.append(SeenProjection($0, observed: profile)) }
         XCTAssertEqual(reports(unknown, count: 1), [.error(.invalidArgument, "observe: Profile has no projected property 'company'")])
         token.invalidate()
 
         let unmanaged = Profile(projecting: Person())
-        let refused = ProjectionCollector<SeenProjection>()
+        let refused = Collector<SeenProjection>()
         let other = unmanaged.observe { refused.append(SeenProjection($0, observed: unmanaged)) }
         XCTAssertEqual(reports(refused, count: 1),
                        [.error(.invalidArgument, "only managed objects can be observed; add the object to a realm first")])
@@ -443,7 +372,7 @@ final class ProjectionTests: XCTestCase {
 
     func testResultsOfAProjectionReportChangesWithExactIndices() throws {
         let (realm, ann, _) = try doggoRealm()
-        let seen = ProjectionCollector<SeenCollection>()
+        let seen = Collector<SeenCollection>()
         let token = realm.objects(Profile.self).sorted(byKeyPath: "firstName").observe { change in
             seen.append(SeenCollection(change) { $0.map(\.firstName) })
         }
@@ -460,7 +389,7 @@ final class ProjectionTests: XCTestCase {
     func testAProjectedCollectionReportsChangesOfItsValues() throws {
         let (realm, ann, _) = try doggoRealm()
         let names = PersonCard(projecting: ann).dogNames
-        let seen = ProjectionCollector<SeenCollection>()
+        let seen = Collector<SeenCollection>()
         let token = names.observe { change in seen.append(SeenCollection(change) { Array($0) }) }
         defer { token.invalidate() }
         XCTAssertEqual(reports(seen, count: 1), [.initial(["Rex", "Bella"])])

@@ -35,7 +35,7 @@ final class QuickStartTests: XCTestCase {
 
         let initial = expectation(description: "initial")
         let updated = expectation(description: "update")
-        let seen = ThreadSafeList<[[Int]]>()
+        let seen = Collector<[[Int]]>()
         let token = rexes.observe { change in
             switch change {
             case .initial: initial.fulfill()
@@ -51,6 +51,6 @@ final class QuickStartTests: XCTestCase {
         try realm.write { realm.objects(Readme.Dog.self).first?.age = 4 }
         wait(for: [updated], timeout: 5)
         token.invalidate()
-        XCTAssertEqual(seen.values, [[[], [], [0]]])
+        XCTAssertEqual(seen.all, [[[], [], [0]]])
     }
 }

@@ -83,7 +83,7 @@ final class RealmTests: XCTestCase {
         }
         var next = configuration(path)
         next.schemaVersion = 2
-        let seen = ThreadSafeList<UInt64>()
+        let seen = Collector<UInt64>()
         next.migrationBlock = { migration, oldVersion in
             seen.append(oldVersion)
             migration.enumerateObjects(ofType: "Pet") { old, new in
@@ -91,7 +91,7 @@ final class RealmTests: XCTestCase {
             }
         }
         let realm = try Realm(configuration: next)
-        XCTAssertEqual(seen.values, [0])
+        XCTAssertEqual(seen.all, [0])
         XCTAssertEqual(realm.objects(Pet.self).sorted(byKeyPath: "id").map(\.name), ["Tom", "Rex"])
     }
 
@@ -116,14 +116,14 @@ final class RealmTests: XCTestCase {
             try realm.write { for i in 0..<200 { realm.add(pet(i, String(repeating: "x", count: 500))) } }
             try realm.write { realm.delete(realm.objects(Pet.self)) }
         }
-        let asked = ThreadSafeList<Int>()
+        let asked = Collector<Int>()
         var config = configuration(path)
         config.shouldCompactOnLaunch = { total, used in
             asked.append(total)
             return used < total
         }
         _ = try Realm(configuration: config)
-        XCTAssertEqual(asked.values.count, 1)
+        XCTAssertEqual(asked.all.count, 1)
     }
 
     // MARK: - Transactions
@@ -484,20 +484,4 @@ final class RealmTests: XCTestCase {
 class OtherNote: Object {
     override class func className() -> String { "Note" }
     @Persisted var text = 0
-}
-
-/// Collects values from callbacks on other threads.
-final class ThreadSafeList<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var items: [T] = []
-    func append(_ item: T) {
-        lock.lock()
-        items.append(item)
-        lock.unlock()
-    }
-    var values: [T] {
-        lock.lock()
-        defer { lock.unlock() }
-        return items
-    }
 }
