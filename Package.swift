@@ -41,8 +41,9 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-Xlinker", "-rpath=$ORIGIN/../lib"])]
         ),
         .executableTarget(name: "atoll-swift-example", dependencies: ["Atoll"], path: "examples/swift"),
-        .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite"], path: "bench/swift"),
+        .target(name: "AtollBenchSupport", path: "bench/support"),
+        .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite", "AtollBenchSupport"], path: "bench/swift"),
         // The benchmark's typed-API contender (bench/README.md): the same workloads through Atoll.
-        .executableTarget(name: "atoll-typed-bench", dependencies: ["Atoll", "AtollStore"], path: "bench/typed"),
+        .executableTarget(name: "atoll-typed-bench", dependencies: ["Atoll", "AtollStore", "AtollBenchSupport"], path: "bench/typed"),
     ]
 )

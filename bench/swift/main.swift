@@ -10,45 +10,8 @@
 // Documents), W1_each, W5_read (the part of W5 spent reading ages).
 import AtollStore
 import CSQLite
+import AtollBenchSupport
 import Foundation
-
-func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-}
-
-func emit(_ name: String, _ seconds: Double) { print(name, String(format: "%.6f", seconds)) }
-
-/// Prints the figure and, as a comment, the CLOCK_MONOTONIC span it covers (to cut a profile
-/// recorded with `perf record -k mono` into workloads: `perf report --time START,END`).
-func emit(_ name: String, from t0: Double, to t1: Double) {
-    emit(name, t1 - t0)
-    print("# span \(name) \(String(format: "%.6f", t0)) \(String(format: "%.6f", t1))")
-}
-
-func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("atoll-bench: \(message)\n".utf8))
-    exit(1)
-}
-
-/// The benchmark's shared random keys: splitmix64 from a fixed seed, key = next % n (the same
-/// generator as bench/raw_sqlite.c, bench/cabi.c and bench/python_bench.py).
-struct SplitMix64 {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-/// malloc, out of the optimizer's sight.
-let opaqueMalloc = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc"),
-                                 to: (@convention(c) (Int) -> UnsafeMutableRawPointer?).self)
-let benchSeed: UInt64 = 20_240_601
-let w4Reads = 100_000
 
 let args = CommandLine.arguments
 guard args.count == 3, let n = Int(args[2]), n >= 1000 else { fail("usage: atoll-bench DIR N (N >= 1000)") }

@@ -12,6 +12,7 @@
 // compares with the dynamic API's I1 (bench/swift/main.swift).
 import Atoll
 import AtollStore
+import AtollBenchSupport
 import Foundation
 
 final class Item: Object {
@@ -20,44 +21,6 @@ final class Item: Object {
     @Persisted(indexed: true) var age = 0
     @Persisted var owner = ""
 }
-
-func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-}
-
-func emit(_ name: String, _ seconds: Double) { print(name, String(format: "%.6f", seconds)) }
-
-/// Prints the figure and, as a comment, the CLOCK_MONOTONIC span it covers (to cut a profile
-/// recorded with `perf record -k mono` into workloads: `perf report --time START,END`).
-func emit(_ name: String, from t0: Double, to t1: Double) {
-    emit(name, t1 - t0)
-    print("# span \(name) \(String(format: "%.6f", t0)) \(String(format: "%.6f", t1))")
-}
-
-func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("atoll-typed-bench: \(message)\n".utf8))
-    exit(1)
-}
-
-/// The benchmark's shared random keys: splitmix64 from a fixed seed, key = next % n (the same
-/// generator as the other contenders).
-struct SplitMix64 {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-/// malloc, out of the optimizer's sight.
-let opaqueMalloc = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc"),
-                                 to: (@convention(c) (Int) -> UnsafeMutableRawPointer?).self)
-let benchSeed: UInt64 = 20_240_601
-let w4Reads = 100_000
 
 let args = CommandLine.arguments
 guard args.count == 3, let n = Int(args[2]), n >= 1000 else { fail("usage: atoll-typed-bench DIR N (N >= 1000)") }
