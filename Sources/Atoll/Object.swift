@@ -6,12 +6,16 @@ import Foundation
 /// key-path recorder.
 open class ObjectBase: Hashable, CustomStringConvertible {
     /// Set while the object is managed: its realm, class and row.
-    var _accessor: ObjectAccessor?
+    @usableFromInline var _accessor: ObjectAccessor?
     /// Set on a recorder instance, which turns property reads into key-path names.
-    var _recorder: KeyPathRecorder?
+    @usableFromInline var _recorder: KeyPathRecorder?
     /// Values set by name on an unmanaged object (`init(value:)`), by property index; they win
     /// over the `@Persisted` storage until the property is set directly.
-    var _unmanagedValues: [Int: Any]?
+    @usableFromInline var _unmanagedValues: [Int: Any]?
+
+    /// Whether the object is unmanaged, no recorder, with no values set by name: its
+    /// `@Persisted` storage holds its values.
+    @inlinable final var _isPlainUnmanaged: Bool { _accessor == nil && _recorder == nil && _unmanagedValues == nil }
     /// The class's schema and key-path tables: the accessor's for a managed object (which
     /// another thread may read), else found on first use.
     var objectClass: ObjectClass { _accessor?.cls ?? unmanagedClass }

@@ -57,36 +57,53 @@ public struct Persisted<Value: _Persistable> {
         set { fatalError("unreachable: @Persisted outside an object") }
     }
 
-    /// The property of a managed, recording or unmanaged object.
+    /// The property of a managed, recording or unmanaged object. Inlinable, so that a plain
+    /// unmanaged object's property is read and set in the model's module, specialized.
+    @inlinable
     public static subscript<Root: ObjectBase>(
         _enclosingInstance object: Root,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Root, Value>,
         storage storageKeyPath: ReferenceWritableKeyPath<Root, Persisted<Value>>
     ) -> Value {
         get {
-            if let accessor = object._accessor {
-                return Value._atollManaged(accessor, index(object, storageKeyPath))
-            }
-            if let recorder = object._recorder {
-                recorder.record(object.objectClass.schema.properties[index(object, storageKeyPath)].name)
-                return Value._atollRecording(recorder)
-            }
-            if let overrides = object._unmanagedValues {
-                if let v = overrides[index(object, storageKeyPath)] as? Value { return v }
-            }
-            if let v = object[keyPath: storageKeyPath].value { return v }
-            let v = Value._atollDefault()
-            object[keyPath: storageKeyPath].value = v
-            return v
+            if object._isPlainUnmanaged, let v = object[keyPath: storageKeyPath].value { return v }
+            return value(of: object, storageKeyPath)
         }
         set {
-            if let accessor = object._accessor {
-                accessor.set(index(object, storageKeyPath), newValue)
+            if object._isPlainUnmanaged {
+                object[keyPath: storageKeyPath].value = newValue
                 return
             }
-            if object._unmanagedValues != nil { object._unmanagedValues?[index(object, storageKeyPath)] = nil }
-            object[keyPath: storageKeyPath].value = newValue
+            set(newValue, on: object, storageKeyPath)
         }
+    }
+
+    @usableFromInline
+    static func value<Root: ObjectBase>(of object: Root, _ storageKeyPath: ReferenceWritableKeyPath<Root, Persisted<Value>>) -> Value {
+        if let accessor = object._accessor {
+            return Value._atollManaged(accessor, index(object, storageKeyPath))
+        }
+        if let recorder = object._recorder {
+            recorder.record(object.objectClass.schema.properties[index(object, storageKeyPath)].name)
+            return Value._atollRecording(recorder)
+        }
+        if let overrides = object._unmanagedValues {
+            if let v = overrides[index(object, storageKeyPath)] as? Value { return v }
+        }
+        if let v = object[keyPath: storageKeyPath].value { return v }
+        let v = Value._atollDefault()
+        object[keyPath: storageKeyPath].value = v
+        return v
+    }
+
+    @usableFromInline
+    static func set<Root: ObjectBase>(_ newValue: Value, on object: Root, _ storageKeyPath: ReferenceWritableKeyPath<Root, Persisted<Value>>) {
+        if let accessor = object._accessor {
+            accessor.set(index(object, storageKeyPath), newValue)
+            return
+        }
+        if object._unmanagedValues != nil { object._unmanagedValues?[index(object, storageKeyPath)] = nil }
+        object[keyPath: storageKeyPath].value = newValue
     }
 
     /// The property's index, found once per object (and once per class: `ObjectClass.index`).

@@ -259,6 +259,12 @@ public final class Realm: @unchecked Sendable {
         if update != .error, cls.schema.primaryKey == nil {
             throw AtollError(.invalidArgument, "add(update:) needs a primary key; '\(cls.name)' has none")
         }
+        // An object of a class without links reaches no other object: it closes no cycle.
+        guard !cls.linkedClasses.isEmpty else {
+            let key = try store.create(cls.name, try self.document(of: object), update: update).rawValue
+            object.bind(ObjectAccessor(realm: self, cls: cls, key: key))
+            return key
+        }
         let id = ObjectIdentifier(object)
         let outermost = adding.isEmpty
         let savedPolicy = currentAddPolicy
@@ -271,7 +277,6 @@ public final class Realm: @unchecked Sendable {
         let document = try self.document(of: object)
         let key = try store.create(cls.name, document, update: update).rawValue
         object.bind(ObjectAccessor(realm: self, cls: cls, key: key))
-        object._unmanagedValues = nil
         if outermost {
             // Links that closed a cycle were left out; write them now that every object has a row.
             let deferred = deferredLinks
