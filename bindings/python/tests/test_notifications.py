@@ -628,11 +628,15 @@ def test_invalidating_inside_the_callback_and_afterwards(host):
 def test_invalidating_inside_the_callback_on_the_notifier_thread(live):
     calls = Inbox()
     box: Dict[str, Any] = {}
+    registered = threading.Event()
 
     def once(change: Any) -> None:
         calls(threading.get_ident())
+        # The initial call may come before observe() has returned the token to this thread.
+        assert registered.wait(5)
         box["token"].invalidate()
     box["token"] = live.objects("Person").observe(once)
+    registered.set()
     witness = Inbox()
     token = live.objects("Person").observe(witness)
     assert len(witness.take(wait_for=1)) == 1
