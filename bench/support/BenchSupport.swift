@@ -47,3 +47,10 @@ public let opaqueMalloc = unsafeBitCast(dlsym(UnsafeMutableRawPointer(bitPattern
 public let benchSeed: UInt64 = 20_240_601
 /// How many primary-key reads W4 makes.
 public let w4Reads = 100_000
+
+/// The keys W4 reads, the same in every contender: `w4Reads` draws of splitmix64 from
+/// `benchSeed`, each `% n`.
+public func w4Keys(_ n: Int) -> [Int] {
+    var rng = SplitMix64(state: benchSeed)
+    return (0..<w4Reads).map { _ in Int(rng.next() % UInt64(n)) }
+}

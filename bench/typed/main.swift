@@ -82,8 +82,7 @@ do {
 
     // W4: 100,000 primary-key reads of name.
     do {
-        var rng = SplitMix64(state: benchSeed)
-        let keys = (0..<w4Reads).map { _ in Int(rng.next() % UInt64(n)) }
+        let keys = w4Keys(n)
         var totalLength = 0
         let t0 = now()
         for k in keys {
