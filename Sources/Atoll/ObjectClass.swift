@@ -17,6 +17,8 @@ final class ObjectClass: @unchecked Sendable {
     let properties: [AnyPersisted.Type]
     /// The classes this one links to (links, lists, sets, maps, linking objects).
     let linkedClasses: [ObjectBase.Type]
+    /// Whether an object of the class can hold other objects: links, or mixed values.
+    let reachesObjects: Bool
 
     /// Per property, the offset of its `@Persisted` storage inside an instance; nil when the
     /// runtime did not report it (then `Mirror` and key paths are used instead).
@@ -64,6 +66,7 @@ final class ObjectClass: @unchecked Sendable {
         propertyIndex = Dictionary(properties.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
         self.properties = found.map { Swift.type(of: $0.1) }
         linkedClasses = linked
+        reachesObjects = !linked.isEmpty || properties.contains { $0.type == .mixed }
         readers = Array(repeating: nil, count: found.count)
         offsets = ObjectClass.fieldOffsets(type, propertyIndex, count: found.count)
         offsetsComplete = zip(offsets, properties).allSatisfy { $0 != nil || $1.isComputed }

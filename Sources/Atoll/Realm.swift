@@ -259,8 +259,9 @@ public final class Realm: @unchecked Sendable {
         if update != .error, cls.schema.primaryKey == nil {
             throw AtollError(.invalidArgument, "add(update:) needs a primary key; '\(cls.name)' has none")
         }
-        // An object of a class without links reaches no other object: it closes no cycle.
-        guard !cls.linkedClasses.isEmpty else {
+        // An object of a class without links (or mixed values, which may hold objects) reaches
+        // no other object: it closes no cycle.
+        guard cls.reachesObjects else {
             let key = try store.create(cls.name, try self.document(of: object), update: update).rawValue
             object.bind(ObjectAccessor(realm: self, cls: cls, key: key))
             return key

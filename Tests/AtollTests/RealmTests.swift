@@ -9,6 +9,12 @@ class Setting: Object {
     @Persisted var value: AnyRealmValue
 }
 
+/// Links to a `Setting`, whose mixed value may hold it back.
+class SettingTag: Object {
+    @Persisted(primaryKey: true) var name = ""
+    @Persisted var setting: Setting?
+}
+
 final class RealmTests: XCTestCase {
     let types: [ObjectBase.Type] = [Owner.self, Pet.self, Address.self, Note.self]
 
@@ -269,6 +275,18 @@ final class RealmTests: XCTestCase {
         XCTAssertEqual(try Decimal128(string: "1.50").description, "1.5", "trailing zeros are normalized away")
         XCTAssertEqual(Decimal128(3), try Decimal128(string: "3"))
         XCTAssertThrowsError(try Decimal128(string: "1.2.3")) { XCTAssertEqual(($0 as? AtollError)?.code, .invalidArgument) }
+    }
+
+    func testACycleThroughAMixedValueIsAdded() throws {
+        let realm = try Realm(configuration: Realm.Configuration(fileURL: URL(fileURLWithPath: temporaryRealmPath()),
+                                                                 objectTypes: [Setting.self, SettingTag.self]))
+        let setting = Setting(value: ["key": "theme"])
+        let tag = SettingTag(value: ["name": "ui"])
+        setting.value = .object(tag)
+        tag.setting = setting
+        try realm.write { realm.add(setting) }
+        XCTAssertEqual(realm.object(ofType: Setting.self, forPrimaryKey: "theme")?.value.object(SettingTag.self)?.name, "ui")
+        XCTAssertEqual(realm.object(ofType: SettingTag.self, forPrimaryKey: "ui")?.setting?.key, "theme")
     }
 
     func testAnyRealmValueHoldsEveryKind() throws {
