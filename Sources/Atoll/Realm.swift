@@ -33,6 +33,9 @@ public final class Realm: @unchecked Sendable {
     /// Objects being added (a link cycle among unmanaged objects is written in two steps).
     private var adding: Set<ObjectIdentifier> = []
     private var deferredLinks: [(ObjectBase, Int, Any?)] = []
+    /// The last frozen copy and the read stamp it was made at (weak: it holds this realm).
+    private weak var lastFrozen: Realm?
+    private var lastFrozenStamp: Store.ReadStamp?
 
     /// Opens the realm of `Realm.Configuration.defaultConfiguration`.
     /// - Throws: `AtollError` when the file cannot be opened or needs a migration.
@@ -437,20 +440,34 @@ public final class Realm: @unchecked Sendable {
     /// - Throws: `.file` when the copy cannot be opened.
     public func freeze() throws -> Realm {
         if isFrozen { return self }
+        // Freezing again while the data is unchanged gives the same frozen realm (objects and
+        // results frozen one by one share one handle).
+        lock.lock()
+        let cached = lastFrozen.flatMap { frozen in try? store.readStamp() == lastFrozenStamp ? frozen : nil }
+        lock.unlock()
+        if let cached { return cached }
+        let frozen: Realm
         if configuration.inMemoryIdentifier != nil {
             var copy = configuration
             copy.inMemoryIdentifier = "atoll-frozen-\(UUID().uuidString)"
             try store.writeCopy(to: copy.storeConfiguration(realm: self))
-            return Realm(frozenFrom: self, store: try Store(copy.storeConfiguration(realm: self)))
+            frozen = Realm(frozenFrom: self, store: try Store(copy.storeConfiguration(realm: self)))
+        } else {
+            var storeConfiguration = configuration.storeConfiguration(realm: self)
+            storeConfiguration.notificationDelivery = .host
+            let handle = try Store(storeConfiguration)
+            // The new handle's snapshot may be newer than this realm's: compare versions.
+            if try handle.version() != (try store.version()), !store.isInWrite {
+                _ = try store.refresh()
+            }
+            frozen = Realm(frozenFrom: self, store: handle)
         }
-        var storeConfiguration = configuration.storeConfiguration(realm: self)
-        storeConfiguration.notificationDelivery = .host
-        let frozen = try Store(storeConfiguration)
-        // The new handle's snapshot may be newer than this realm's: compare versions.
-        if try frozen.version() != (try store.version()), !store.isInWrite {
-            _ = try store.refresh()
-        }
-        return Realm(frozenFrom: self, store: frozen)
+        let stamp = try store.readStamp()
+        lock.lock()
+        lastFrozen = frozen
+        lastFrozenStamp = stamp
+        lock.unlock()
+        return frozen
     }
 
     /// The live realm of a frozen one (itself for a live realm).

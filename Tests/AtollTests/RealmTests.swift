@@ -471,12 +471,14 @@ final class RealmTests: XCTestCase {
         try realm.write { realm.add(tom) }
         let frozen = try tom.freeze()
         XCTAssertTrue(frozen.isFrozen)
+        XCTAssertTrue(try tom.freeze().realm === frozen.realm, "freezing again, unchanged, shares the frozen realm")
         try realm.write { tom.name = "Thomas" }
         XCTAssertEqual(frozen.name, "Tom")
         XCTAssertEqual(frozen.thaw()?.name, "Thomas")
         let frozenRealm = try XCTUnwrap(frozen.realm)
         XCTAssertThrowsError(try frozenRealm.write {}) { XCTAssertEqual(($0 as? AtollError)?.code, .readOnly) }
         let results = try realm.objects(Pet.self).freeze()
+        XCTAssertFalse(results.realm === frozen.realm, "a write since makes a new frozen realm")
         try realm.write { realm.add(pet(2, "Rex")) }
         XCTAssertEqual(results.count, 1)
         XCTAssertEqual(results.thaw().count, 2)
