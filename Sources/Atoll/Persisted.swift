@@ -1,4 +1,5 @@
 import AtollStore
+import Foundation
 
 /// Declares a stored property of an `Object` or `EmbeddedObject`, as in Realm Swift:
 ///
@@ -171,12 +172,30 @@ extension Persisted: AnyPersisted {
         if let v = value as? Value { accessor.set(index, v) } else { accessor.setAny(index, value) }
     }
 
+    // Specialized for the common types: the generic code would look the types' metadata up on
+    // each call (bench/README.md, the typed W1).
+    @_specialize(where Value == String)
+    @_specialize(where Value == Int)
+    @_specialize(where Value == Double)
+    @_specialize(where Value == Bool)
+    @_specialize(where Value == Date)
+    @_specialize(where Value == ObjectId)
+    @_specialize(where Value == String?)
+    @_specialize(where Value == Int?)
     static func storedValue(at field: UnsafeRawPointer, _ realm: Realm) throws -> AtollStore.Value {
         try field.assumingMemoryBound(to: Persisted<Value>.self).pointee.storedValue(realm)
     }
     static func anyValue(at field: UnsafeRawPointer) -> Any? {
         field.assumingMemoryBound(to: Persisted<Value>.self).pointee.value
     }
+    @_specialize(where Value == String)
+    @_specialize(where Value == Int)
+    @_specialize(where Value == Double)
+    @_specialize(where Value == Bool)
+    @_specialize(where Value == Date)
+    @_specialize(where Value == ObjectId)
+    @_specialize(where Value == String?)
+    @_specialize(where Value == Int?)
     static func setIndex(at field: UnsafeMutableRawPointer, _ index: Int) {
         field.assumingMemoryBound(to: Persisted<Value>.self).pointee.index = index
     }
