@@ -27,8 +27,13 @@ public final class ObservedResults<ResultType: RealmFetchable>: Observable, @unc
     private var _changeCount = 0
     /// The realm the results read (nil when it could not be opened: see `error`).
     public let realm: Realm?
+    private var _error: Error?
     /// Why the realm could not be opened or the results observed.
-    public private(set) var error: Error?
+    public var error: Error? {
+        lock.lock()
+        defer { lock.unlock() }
+        return _error
+    }
 
     /// Observes the objects of a class in the realm of `configuration` (the default
     /// configuration when nil), filtered by a Realm Query Language predicate, sorted, and
@@ -36,7 +41,7 @@ public final class ObservedResults<ResultType: RealmFetchable>: Observable, @unc
     public init(_ type: ResultType.Type, configuration: Realm.Configuration? = nil, filter: String? = nil,
                 arguments: [Any] = [], keyPaths: [String]? = nil, sortDescriptor: SortDescriptor? = nil) {
         var realm: Realm?
-        do { realm = try Realm(configuration: configuration ?? .defaultConfiguration) } catch { self.error = error }
+        do { realm = try Realm(configuration: configuration ?? .defaultConfiguration) } catch { _error = error }
         self.realm = realm
         var results = realm?.objects(type) ?? Results(realm: nil, query: ResultsQuery())
         if let filter { results = results.filter(filter, arguments: arguments) }
@@ -69,7 +74,7 @@ public final class ObservedResults<ResultType: RealmFetchable>: Observable, @unc
             self.lock.lock()
             self._lastChange = change
             self._changeCount += 1
-            if case .error(let e) = change { self.error = e }
+            if case .error(let e) = change { self._error = e }
             self.lock.unlock()
             self.published()
         }

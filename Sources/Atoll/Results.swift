@@ -14,12 +14,19 @@ struct ResultsQuery {
     /// The query text, with each predicate's arguments renumbered after the previous ones'.
     var text: (String, [Value]) {
         var parts = [String]()
+        var written = [String]()
         var arguments = [Value]()
-        for (predicate, args) in predicates {
-            parts.append("(" + renumber(predicate, by: arguments.count) + ")")
+        for (query, args) in predicates {
+            // A filter's own SORT/DISTINCT/LIMIT go after every predicate (text that does not
+            // tokenize is kept whole: the store reports its error).
+            let (predicate, descriptors) = (try? Store.splitDescriptors(query)) ?? (query, "")
+            let trimmed = predicate.trimmingCharacters(in: .whitespaces)
+            parts.append("(" + renumber(trimmed.isEmpty ? "TRUEPREDICATE" : trimmed, by: arguments.count) + ")")
+            if !descriptors.isEmpty { written.append(renumber(descriptors, by: arguments.count)) }
             arguments += args
         }
         var text = parts.isEmpty ? "TRUEPREDICATE" : parts.joined(separator: " AND ")
+        for d in written { text += " " + d }
         if !distinct.isEmpty { text += " DISTINCT(" + distinct.joined(separator: ", ") + ")" }
         if !sorts.isEmpty {
             text += " SORT(" + sorts.map { "\($0.keyPath) \($0.ascending ? "ASC" : "DESC")" }.joined(separator: ", ") + ")"

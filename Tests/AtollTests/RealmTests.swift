@@ -409,6 +409,12 @@ final class RealmTests: XCTestCase {
         XCTAssertEqual(all.sum(ofProperty: "age") as Int, 13)
         XCTAssertEqual(try XCTUnwrap(all.average(ofProperty: "age") as Double?), 13.0 / 3, accuracy: 1e-9)
         XCTAssertNil(all.filter("id > 100").max(ofProperty: "age") as Int?)
+        // A filter's own descriptors apply to the combined query, whatever follows it.
+        XCTAssertEqual(all.filter("age > $0 SORT(name DESC)", 2).filter("name != $0", "Tom").map(\.name), ["Rex", "Kit"])
+        XCTAssertEqual(all.filter("SORT(id DESC) LIMIT(2)").map(\.id), [4, 3])
+        // Aggregates are over the objects the results hold: a LIMIT of the query counts.
+        XCTAssertEqual(all.filter("age != nil SORT(age ASC) LIMIT(2)").max(ofProperty: "age") as Int?, 3)
+        XCTAssertEqual(all.filter("age != nil SORT(age DESC) LIMIT(1)").sum(ofProperty: "age") as Int, 7)
         XCTAssertEqual(all.filter("id > 100").sum(ofProperty: "weight") as Double, 0)
         XCTAssertEqual(all[1].name, "Rex")
         XCTAssertEqual(all.index(of: all[2]), 2)

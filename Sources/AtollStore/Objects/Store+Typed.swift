@@ -94,7 +94,12 @@ extension Store {
             }
             var sqlFunction = function
             if p.type == .decimal128, function == "sum" || function == "avg" { sqlFunction = "atoll_decimal_" + function }
-            let s = try results.page("SELECT \(sqlFunction)(t.\(quote(name)))", offset: 0, limit: nil, conn)
+            // Over the matching rows as the results hold them (a LIMIT of the query counts).
+            let q = results.compiled
+            let n = q.parameters.count
+            let s = try conn.statement("SELECT \(sqlFunction)(v) FROM (SELECT t.\(quote(name)) AS v \(q.from) WHERE \(q.condition) ORDER BY \(q.orderBy) LIMIT ?\(n + 1))")
+            s.bind(q.parameters)
+            s.bind(Int32(n + 1), Int64(q.limit ?? -1))
             defer { s.reset() }
             guard try s.step() else { return .null }
             let raw = s.sqlValue(0)
@@ -242,5 +247,29 @@ extension Store {
             conn.clearCache()
             adopt(result, version: schemaVersion)
         }
+    }
+}
+
+extension Store {
+    /// Splits query text into its predicate and its descriptors (`SORT(...)`, `DISTINCT(...)`,
+    /// `LIMIT(...)` at the top level), as written: the typed API combines several filters
+    /// into one query, each predicate in parentheses and every descriptor after them.
+    /// - Throws: `.querySyntax` for text that does not tokenize.
+    package static func splitDescriptors(_ text: String) throws -> (predicate: String, descriptors: String) {
+        let tokens = try Lexer.tokenize(text)
+        var depth = 0
+        for (i, token) in tokens.enumerated() {
+            switch token.kind {
+            case .punct("("), .punct("{"), .punct("["): depth += 1
+            case .punct(")"), .punct("}"), .punct("]"): depth -= 1
+            case .identifier(let word) where depth == 0 && ["SORT", "DISTINCT", "LIMIT"].contains(word.uppercased()):
+                guard i + 1 < tokens.count, tokens[i + 1].kind == .punct("(") else { continue }
+                let chars = Array(text)
+                let at = min(max(0, token.position), chars.count)
+                return (String(chars[..<at]), String(chars[at...]))
+            default: break
+            }
+        }
+        return (text, "")
     }
 }
