@@ -54,7 +54,7 @@ extension AnyRealmValue: _Persistable {
         case .uuid(let u): return .uuid(u)
         case .decimal(let d): return .decimal128(d)
         case .link(let link):
-            guard let cls = realm.objectClasses.first(where: { $0.name == link.className }),
+            guard let cls = realm.objectClass(named: link.className),
                   let key = try? realm.store.rowKey(link.className, primaryKey: link.primaryKey) ?? nil,
                   let object = realm.managedObject(cls.type, key: key) as? Object else { return .none }
             return .object(object)

@@ -151,6 +151,22 @@ final class ObjectClass: @unchecked Sendable {
         return registered
     }
 
+    /// The closure of every class known so far (`closure(of:)`), kept while no class is added
+    /// (each write transaction of a realm without `objectTypes` asks for it).
+    static var knownClosure: [ObjectClass] {
+        registryLock.lock()
+        let classes = registered
+        let cached = knownClosureCache.flatMap { $0.count == classes.count ? $0.closure : nil }
+        registryLock.unlock()
+        if let cached { return cached }
+        let closure = ObjectClass.closure(of: classes.map(\.type))
+        registryLock.lock()
+        knownClosureCache = (classes.count, closure)
+        registryLock.unlock()
+        return closure
+    }
+    nonisolated(unsafe) private static var knownClosureCache: (count: Int, closure: [ObjectClass])?
+
     /// The classes a set of types needs: them, and every class they link to, transitively.
     /// Two types with one class name (`className()`) cannot share a schema: the first one
     /// given (or reached) is kept.

@@ -78,8 +78,8 @@ extension Realm {
 
         /// The store configuration: the classes of `objectTypes` (or every class used so
         /// far), the migration wrapped for typed access.
-        func storeConfiguration(realm: Realm?) -> AtollStore.Configuration {
-            let classes = ObjectClass.closure(of: objectTypes ?? ObjectClass.known.map(\.type))
+        var storeConfiguration: AtollStore.Configuration {
+            let classes = objectTypes.map { ObjectClass.closure(of: $0) } ?? ObjectClass.knownClosure
             var migration: (@Sendable (AtollStore.Migration) throws -> Void)?
             if let block = migrationBlock {
                 migration = { m in
@@ -240,7 +240,7 @@ extension Realm {
         if isNil(any) { return .null }
         if p.type == .object {
             if let object = any as? ObjectBase { return try object.linkValue(self) }
-            guard let target = p.objectType.flatMap({ name in objectClasses.first { $0.name == name } }) else {
+            guard let target = p.objectType.flatMap(objectClass(named:)) else {
                 throw AtollError(.noSuchClass, "no class '\(p.objectType ?? "")' for '\(p.name)'")
             }
             if let d = any as? [String: Any] {

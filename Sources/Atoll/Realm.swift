@@ -25,6 +25,8 @@ public final class Realm: @unchecked Sendable {
     public let isFrozen: Bool
     /// The live realm this frozen one was made from.
     private let liveRealm: Realm?
+    /// The classes of `configuration.objectTypes` with those they link to (nil without).
+    private let configuredClasses: [ObjectClass]?
     private let lock = NSRecursiveLock()
     private var pendingError: AtollError?
     private var _lastError: AtollError?
@@ -50,13 +52,15 @@ public final class Realm: @unchecked Sendable {
         self.configuration = configuration
         isFrozen = false
         liveRealm = nil
-        store = try Store(configuration.storeConfiguration(realm: nil))
+        configuredClasses = configuration.objectTypes.map { ObjectClass.closure(of: $0) }
+        store = try Store(configuration.storeConfiguration)
     }
 
     private init(frozenFrom live: Realm, store: Store) {
         configuration = live.configuration
         isFrozen = true
         liveRealm = live
+        configuredClasses = live.configuredClasses
         self.store = store
     }
 
@@ -188,15 +192,17 @@ public final class Realm: @unchecked Sendable {
 
     /// The classes of the configuration (or every class used so far), with the classes they
     /// link to.
-    var objectClasses: [ObjectClass] {
-        ObjectClass.closure(of: configuration.objectTypes ?? ObjectClass.known.map(\.type))
-    }
+    var objectClasses: [ObjectClass] { configuredClasses ?? ObjectClass.knownClosure }
+
+    /// The class of a name among `objectClasses` (for links named by class: mixed values,
+    /// dictionaries given for links).
+    func objectClass(named name: String) -> ObjectClass? { objectClasses.first { $0.name == name } }
 
     /// Makes sure the file's schema has every class this process uses (classes first used
     /// after the realm was opened are added, as they would be at open).
     func ensureClasses() throws {
         guard configuration.objectTypes == nil, !isFrozen, !configuration.readOnly else { return }
-        try ensure(ObjectClass.closure(of: ObjectClass.known.map(\.type)))
+        try ensure(ObjectClass.knownClosure)
     }
 
     func ensure(_ classes: [ObjectClass]) throws {
@@ -416,12 +422,12 @@ public final class Realm: @unchecked Sendable {
     /// identifier).
     /// - Throws: `.file` when the destination exists, `.invalidArgument`.
     public func writeCopy(configuration: Configuration) throws {
-        try store.writeCopy(to: configuration.storeConfiguration(realm: self))
+        try store.writeCopy(to: configuration.storeConfiguration)
     }
 
     /// Whether a configuration's realm file exists.
     public static func fileExists(for configuration: Configuration) -> Bool {
-        (try? Store.fileExists(configuration.storeConfiguration(realm: nil))) ?? false
+        (try? Store.fileExists(configuration.storeConfiguration)) ?? false
     }
 
     /// Deletes a configuration's realm file and its side files.
@@ -429,7 +435,7 @@ public final class Realm: @unchecked Sendable {
     /// - Throws: `.busy` while the realm is open.
     @discardableResult
     public static func deleteFiles(for configuration: Configuration) throws -> Bool {
-        try Store.deleteFiles(configuration.storeConfiguration(realm: nil))
+        try Store.deleteFiles(configuration.storeConfiguration)
     }
 
     // MARK: - Frozen realms
@@ -450,10 +456,10 @@ public final class Realm: @unchecked Sendable {
         if configuration.inMemoryIdentifier != nil {
             var copy = configuration
             copy.inMemoryIdentifier = "atoll-frozen-\(UUID().uuidString)"
-            try store.writeCopy(to: copy.storeConfiguration(realm: self))
-            frozen = Realm(frozenFrom: self, store: try Store(copy.storeConfiguration(realm: self)))
+            try store.writeCopy(to: copy.storeConfiguration)
+            frozen = Realm(frozenFrom: self, store: try Store(copy.storeConfiguration))
         } else {
-            var storeConfiguration = configuration.storeConfiguration(realm: self)
+            var storeConfiguration = configuration.storeConfiguration
             storeConfiguration.notificationDelivery = .host
             let handle = try Store(storeConfiguration)
             // The new handle's snapshot may be newer than this realm's: compare versions.
