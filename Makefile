@@ -1,12 +1,12 @@
 # Atoll — entry points for people and CI (.ci/run runs `make test`).
 #
-#   make deps    Debian packages (only the missing ones; needs root) and .venv with pytest
+#   make deps    Debian packages (only the missing ones; needs root) and .venv with pytest, websockets
 #   make build   swift build -c $(SWIFT_CONFIG), then CMake configure + build in build/ (the
 #                library, the C examples and tests, and the atoll command as build/bin/atoll)
-#   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli)
+#   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli, tests/net)
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, and the atoll command on one of them
-#   make bench   deps, then bench/run
+#   make bench   deps, then bench/run (storage) and bench/net/run (network); make bench-net: network only
 #   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
 #   make clean   removes build/ and .build/ (distclean also removes .venv)
 #
@@ -27,16 +27,23 @@ SWIFT ?= swift
 CMAKE ?= cmake
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-DEB_PACKAGES := libsqlite3-dev libjansson-dev cmake pkg-config python3-venv python3-pip
+# The network layer (AtollNet): wslay, http-parser, OpenSSL; its tests and benchmark use the
+# openssl and curl commands and wrk.
+DEB_PACKAGES := libsqlite3-dev libjansson-dev cmake pkg-config python3-venv python3-pip \
+    libwslay-dev libhttp-parser-dev libssl-dev openssl curl wrk
+PYTHON_TOOLS := pytest websockets
 # The Debian python, when there is one: a pyenv shim earlier in PATH has no Debian venv/pip.
 SYSTEM_PYTHON := $(if $(wildcard /usr/bin/python3),/usr/bin/python3,$(shell command -v python3))
 LIBATOLL := $(CURDIR)/.build/$(SWIFT_CONFIG)/libatoll.so
 PYTHON_TESTS := bindings/python/tests
+# AtollNet against outside peers (Python's websockets, curl, raw sockets), through atoll-net-peer.
+NET_TESTS := tests/net
+ATOLL_NET_PEER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-net-peer
 # The atoll command's tests run the staged program (SwiftPM's atoll-cli, named as installed).
 CLI_TESTS := tests/cli
 ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
 
-.PHONY: deps build test demo bench install clean distclean
+.PHONY: deps build test demo bench bench-net install clean distclean
 
 deps:
 	@missing=""; \
@@ -58,11 +65,13 @@ deps:
 	    rm -rf $(VENV); \
 	    $(SYSTEM_PYTHON) -m venv $(VENV); \
 	fi
-	@if $(VENV)/bin/python -c 'import pytest' 2>/dev/null; then \
-	    echo "deps: $(VENV) has pytest"; \
+	@missing=""; \
+	for m in $(PYTHON_TOOLS); do $(VENV)/bin/python -c "import $$m" 2>/dev/null || missing="$$missing $$m"; done; \
+	if [ -z "$$missing" ]; then \
+	    echo "deps: $(VENV) has $(PYTHON_TOOLS)"; \
 	else \
-	    echo "deps: installing pytest into $(VENV)"; \
-	    $(VENV)/bin/python -m pip install --quiet pytest; \
+	    echo "deps: installing$$missing into $(VENV)"; \
+	    $(VENV)/bin/python -m pip install --quiet $$missing; \
 	fi
 
 build:
@@ -80,6 +89,8 @@ test: deps build
 	echo "== pytest $(PYTHON_TESTS) $(CLI_TESTS) (ATOLL_LIBRARY=$(LIBATOLL), ATOLL_CLI=$(ATOLL_CLI))"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_CLI=$(ATOLL_CLI) $(VENV)/bin/pytest -q $(PYTHON_TESTS) $(CLI_TESTS) \
 	    || failed="$$failed pytest"; \
+	echo "== pytest $(NET_TESTS) (ATOLL_NET_PEER=$(ATOLL_NET_PEER))"; \
+	ATOLL_NET_PEER=$(ATOLL_NET_PEER) $(VENV)/bin/pytest -q $(NET_TESTS) || failed="$$failed net-tests"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
 
@@ -105,6 +116,11 @@ demo: deps build
 
 bench: deps
 	ATOLL_LIBRARY=$(LIBATOLL) SWIFT_CONFIG=$(SWIFT_CONFIG) ./bench/run
+	./bench/net/run
+
+# The network benchmark alone (bench/net/run: 1,000 WebSockets, echo load, HTTP with wrk).
+bench-net: deps
+	./bench/net/run
 
 # Installs libatoll.so.0, atoll.h, atoll.pc, the CMake package and the atoll command under PREFIX.
 PREFIX ?= /usr/local

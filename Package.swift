@@ -14,13 +14,22 @@ let package = Package(
         .library(name: "AtollJSON", targets: ["AtollJSON"]),
         // The typed Swift API (Object, @Persisted, Realm, Results<T>): what Swift apps import.
         .library(name: "Atoll", targets: ["Atoll"]),
+        // HTTP/1.1 and WebSocket server and client (docs/net.md), for the sync server and client.
+        .library(name: "AtollNet", targets: ["AtollNet"]),
     ],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CJansson", pkgConfig: "jansson",
                        providers: [.apt(["libjansson-dev"])]),
+        // The network layer's C libraries (docs/dependencies.md): WebSocket framing, HTTP/1.1
+        // parsing, and OpenSSL for TLS, SHA-1 and random bytes.
+        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
+        .systemLibrary(name: "CWslay", providers: [.apt(["libwslay-dev"])]),
+        .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .target(name: "AtollStore", dependencies: ["CSQLite"]),
+        .target(name: "AtollNet", dependencies: ["CEpoll", "CWslay", "CHTTPParser", "COpenSSL"]),
         .target(name: "AtollJSON", dependencies: ["AtollStore", "CJansson"]),
         .target(name: "Atoll", dependencies: ["AtollStore"]),
         .target(
@@ -31,6 +40,7 @@ let package = Package(
         .target(name: "AtollTestSupport", dependencies: ["AtollStore"], path: "Tests/AtollTestSupport"),
         .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore", "AtollTestSupport"]),
         .testTarget(name: "AtollTests", dependencies: ["Atoll", "AtollTestSupport"]),
+        .testTarget(name: "AtollNetTests", dependencies: ["AtollNet"]),
         .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore", "AtollTestSupport"]),
         // The `atoll` command (docs/cli.md). Its product is named atoll-cli because the library
         // product is named atoll; `make install` installs it as bin/atoll, beside lib/, where the
@@ -41,7 +51,11 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-Xlinker", "-rpath=$ORIGIN/../lib"])]
         ),
         .executableTarget(name: "atoll-swift-example", dependencies: ["Atoll"], path: "examples/swift"),
+        // AtollNet as a process, for the tests against outside peers (tests/net) and bench/net.
+        .executableTarget(name: "atoll-net-peer", dependencies: ["AtollNet", "COpenSSL"], path: "tests/net/peer"),
         .target(name: "AtollBenchSupport", path: "bench/support"),
+        // The network load benchmark (bench/README.md): drives atoll-net-peer over loopback.
+        .executableTarget(name: "atoll-net-bench", dependencies: ["AtollNet"], path: "bench/net"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite", "AtollBenchSupport"], path: "bench/swift"),
         // The benchmark's typed-API contender (bench/README.md): the same workloads through Atoll.
         .executableTarget(name: "atoll-typed-bench", dependencies: ["Atoll", "AtollStore", "AtollBenchSupport"], path: "bench/typed"),

@@ -1,0 +1,195 @@
+import CEpoll
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Something the loop watches: a socket's readiness events, and a periodic tick for deadlines.
+/// Every method runs on the loop's thread.
+protocol LoopHandler: AnyObject {
+    func handleEvents(_ events: UInt32)
+    /// Called about every `EventLoop.tickInterval` with the loop's monotonic clock (seconds).
+    func tick(now: Double)
+}
+
+/// One thread that waits on epoll and runs everything of the connections registered with it.
+///
+/// Thread model (docs/net.md): every callback of a server or a socket on this loop runs on its
+/// thread, one at a time. Other threads hand work to it with `execute`, which queues the closure
+/// and wakes the loop through an eventfd; the closure then runs on the loop thread.
+public final class EventLoop: @unchecked Sendable {
+    /// How often handlers are ticked for their timeouts (seconds).
+    static let tickInterval = 0.1
+
+    private let epoll: Int32
+    private let wakeFD: Int32
+    /// Work handed to the loop thread. Closures queued from the loop itself capture loop-only
+    /// state; the loop runs each on its thread, so passing them through the lock is safe.
+    private struct Work: @unchecked Sendable { let run: () -> Void }
+    private let queue = Mutex<[Work]>([])
+    private let stopped = Atomic<Bool>(false)
+    private let threadStarted = Mutex<pthread_t?>(nil)
+    // Loop-thread state.
+    private var handlers: [Int32: LoopHandler] = [:]
+    private var lastTick = 0.0
+    /// Scratch space for reads, shared by the loop's connections: they copy out only what they keep.
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+    private var thread: Thread?
+    private let done = DispatchSemaphore(value: 0)
+
+    /// A loop for clients that don't bring their own; started on first use and never stopped.
+    public static let shared: EventLoop = {
+        // A loop that fails to start leaves its clients with a clear error at connect time.
+        (try? EventLoop(name: "atoll-net-shared")) ?? EventLoop(failed: ())
+    }()
+
+    private let failedToStart: Bool
+
+    /// Starts a loop on a new thread.
+    public init(name: String = "atoll-net") throws {
+        let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard ep >= 0 else { throw NetError.system("epoll_create1", errno) }
+        let wake = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard wake >= 0 else { close(ep); throw NetError.system("eventfd", errno) }
+        epoll = ep
+        wakeFD = wake
+        failedToStart = false
+        var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: wake))
+        guard epoll_ctl(ep, EPOLL_CTL_ADD, wake, &event) == 0 else {
+            let code = errno
+            close(ep); close(wake)
+            throw NetError.system("epoll_ctl", code)
+        }
+        // The thread keeps the loop alive until `stop()`.
+        let thread = Thread { self.run() }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        self.thread = thread
+        thread.start()
+    }
+
+    private init(failed: ()) {
+        epoll = -1
+        wakeFD = -1
+        failedToStart = true
+    }
+
+    deinit {
+        if !failedToStart {
+            close(epoll)
+            close(wakeFD)
+        }
+        readBuffer.deallocate()
+    }
+
+    /// True on the loop's own thread.
+    public var inLoop: Bool {
+        guard let id = threadStarted.withLock({ $0 }) else { return false }
+        return pthread_equal(id, pthread_self()) != 0
+    }
+
+    /// Runs `work` on the loop thread: at once when called there, else soon after.
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        if inLoop { work(); return }
+        enqueue(work)
+    }
+
+    /// Queues `work` for the loop thread even when called from it (it runs after the current event).
+    func enqueue(_ work: @escaping () -> Void) {
+        let first = queue.withLock { pending -> Bool in
+            pending.append(Work(run: work))
+            return pending.count == 1
+        }
+        if first { wake() }
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = withUnsafeBytes(of: &one) { write(wakeFD, $0.baseAddress, 8) }
+    }
+
+    func checkRunning() throws {
+        if failedToStart || stopped.load(ordering: .acquiring) { throw NetError.loopStopped }
+    }
+
+    /// Stops the loop thread after the work already queued; handlers still registered are
+    /// dropped without callbacks (close them first). Waits for the thread unless called on it.
+    public func stop() {
+        guard !failedToStart, !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        wake()
+        if !inLoop { done.wait() }
+    }
+
+    // MARK: registration (loop thread)
+
+    func register(_ fd: Int32, events: UInt32, handler: LoopHandler) throws {
+        var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        guard epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event) == 0 else { throw NetError.system("epoll_ctl", errno) }
+        handlers[fd] = handler
+    }
+
+    func modify(_ fd: Int32, events: UInt32) {
+        var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        _ = epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &event)
+    }
+
+    func unregister(_ fd: Int32) {
+        _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
+        handlers[fd] = nil
+    }
+
+    var handlerCount: Int { handlers.count }
+
+    // MARK: the loop
+
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    private func run() {
+        threadStarted.withLock { $0 = pthread_self() }
+        var events = [epoll_event](repeating: epoll_event(), count: 256)
+        lastTick = Self.now()
+        while !stopped.load(ordering: .acquiring) {
+            let count = events.withUnsafeMutableBufferPointer {
+                epoll_wait(epoll, $0.baseAddress, Int32($0.count), Int32(Self.tickInterval * 1000))
+            }
+            if count > 0 {
+                for index in 0..<Int(count) {
+                    let fd = events[index].data.fd
+                    if fd == wakeFD {
+                        var value: UInt64 = 0
+                        _ = withUnsafeMutableBytes(of: &value) { read(wakeFD, $0.baseAddress, 8) }
+                        continue
+                    }
+                    // A handler closed by an earlier event of this batch is gone from the table.
+                    handlers[fd]?.handleEvents(events[index].events)
+                }
+            }
+            runQueued()
+            let now = Self.now()
+            if now - lastTick >= Self.tickInterval {
+                lastTick = now
+                for handler in Array(handlers.values) { handler.tick(now: now) }
+            }
+        }
+        runQueued()
+        handlers.removeAll()
+        done.signal()
+    }
+
+    private func runQueued() {
+        while true {
+            let work = queue.withLock { pending -> [Work] in
+                let taken = pending
+                pending = []
+                return taken
+            }
+            if work.isEmpty { return }
+            for item in work { item.run() }
+        }
+    }
+}

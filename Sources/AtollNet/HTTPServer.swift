@@ -1,0 +1,562 @@
+import CEpoll
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How a server listens and what it allows.
+public struct HTTPServerConfiguration: Sendable {
+    /// The address to listen on (a name or numeric address). Loopback by default.
+    public var host = "127.0.0.1"
+    /// The port; 0 picks a free one (read it back from `HTTPServer.port`).
+    public var port = 0
+    /// TLS (https and wss) when set; plain otherwise.
+    public var tls: TLSServerConfiguration?
+    /// The request line and header fields together, in bytes (over: 431, or 414 for the target).
+    public var maxHeaderBytes = 16 * 1024
+    /// A request body, in bytes (over: 413).
+    public var maxBodyBytes = 16 << 20
+    /// Seconds a client has to send a whole request head once it started one (over: 408).
+    public var headerTimeout = 10.0
+    /// Seconds a client has to send a whole request, head and body (over: 408).
+    public var requestTimeout = 60.0
+    /// Seconds a keep-alive connection may sit idle between requests before it is closed.
+    public var idleTimeout = 60.0
+    /// Seconds a TLS handshake may take.
+    public var handshakeTimeout = 10.0
+    /// Connections beyond this are accepted and closed at once (with a 503 for HTTP).
+    public var maxConnections = 10_000
+    /// The settings of upgraded WebSocket connections.
+    public var webSocket = WebSocketOptions()
+    /// How long `shutdown` waits for connections to finish before closing them.
+    public var shutdownGrace = 5.0
+    public init() {}
+}
+
+/// A request handler: runs as a task, may take its time; an `HTTPError` it throws becomes
+/// that status with a JSON error body, any other error a 500.
+public typealias HTTPHandler = @Sendable (HTTPRequest) async throws -> HTTPResponse
+
+/// An HTTP/1.1 server with WebSocket upgrades, on one event loop thread (docs/net.md).
+///
+/// Add routes, then `start()`; `shutdown()` closes every connection (WebSockets with 1001).
+public final class HTTPServer: @unchecked Sendable {
+    public let configuration: HTTPServerConfiguration
+    public let loop: EventLoop
+    private let ownsLoop: Bool
+    private let router = Mutex(Router())
+    private let state = Mutex<(listener: Listener?, port: Int, stopping: Bool)>((nil, 0, false))
+    private var tlsContext: TLSContext?
+    /// Loop-thread set of the open connections.
+    fileprivate var connections: [ObjectIdentifier: ServerConnection] = [:]
+    private let counterStore = Mutex(Counters())
+
+    /// Numbers for metrics.
+    public struct Counters: Sendable {
+        public var acceptedConnections = 0
+        public var openConnections = 0
+        public var openWebSockets = 0
+        public var requests = 0
+        public var rejectedRequests = 0
+    }
+
+    /// A server on its own loop thread (or on `loop`, shared with other servers or clients).
+    public init(configuration: HTTPServerConfiguration = HTTPServerConfiguration(), loop: EventLoop? = nil) throws {
+        self.configuration = configuration
+        if let loop {
+            self.loop = loop
+            ownsLoop = false
+        } else {
+            self.loop = try EventLoop(name: "atoll-http-server")
+            ownsLoop = true
+        }
+    }
+
+    /// The port the server listens on (after `start`).
+    public var port: Int { state.withLock { $0.port } }
+
+    /// "http://127.0.0.1:PORT" (https when TLS is on).
+    public var url: String {
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        return "\(configuration.tls == nil ? "http" : "https")://\(host):\(port)"
+    }
+
+    public var counters: Counters { counterStore.withLock { $0 } }
+
+    // MARK: routes
+
+    /// Routes `method` and `path` to `handler`. A path segment `:name` matches any one segment
+    /// (its value in `request.pathParameters`); a final `*` matches the rest.
+    public func route(_ method: String, _ path: String, _ handler: @escaping HTTPHandler) {
+        router.withLock { $0.add(method: method.uppercased(), pattern: path, handler: handler) }
+    }
+
+    /// Upgrades GET requests on `path` to WebSocket. `subprotocols` are the server's, in order of
+    /// preference: the first one the client also offers is chosen, and a client that offers none
+    /// of them is refused (400) when the list is not empty. `authorize` may refuse the upgrade with
+    /// a response (e.g. 401); `onOpen` gets the open socket on the loop thread.
+    public func webSocket(_ path: String, subprotocols: [String] = [],
+                          authorize: (@Sendable (HTTPRequest) -> HTTPResponse?)? = nil,
+                          onOpen: @escaping @Sendable (WebSocket) -> Void) {
+        router.withLock {
+            $0.addWebSocket(pattern: path, route: WebSocketRoute(subprotocols: subprotocols, authorize: authorize, onOpen: onOpen))
+        }
+    }
+
+    // MARK: life cycle
+
+    /// Binds and starts accepting. Throws when the address cannot be bound or TLS cannot load.
+    public func start() throws {
+        try loop.checkRunning()
+        if let tls = configuration.tls { tlsContext = try TLSContext.server(tls) }
+        let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port, backlog: 1024)
+        let listener = Listener(fd: fd, server: self)
+        let registered = Mutex<Error?>(nil)
+        let ready = DispatchSemaphore(value: 0)
+        loop.execute {
+            do { try self.loop.register(fd, events: EPOLLIN.rawValue, handler: listener) } catch {
+                registered.withLock { $0 = error }
+            }
+            ready.signal()
+        }
+        ready.wait()
+        if let error = registered.withLock({ $0 }) {
+            close(fd)
+            throw error
+        }
+        state.withLock {
+            $0.listener = listener
+            $0.port = port
+        }
+    }
+
+    /// Stops accepting, closes idle connections, lets requests in progress finish, closes
+    /// WebSockets with 1001 (going away), and after `shutdownGrace` closes what is left.
+    /// Returns when every connection is closed (and the server's own loop stopped).
+    public func shutdown() async {
+        let listener = state.withLock { state -> Listener? in
+            state.stopping = true
+            defer { state.listener = nil }
+            return state.listener
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                listener?.close()
+                self.beginShutdown { continuation.resume() }
+            }
+        }
+        if ownsLoop { loop.stop() }
+    }
+
+    private var shutdownDone: (() -> Void)?
+    private var shutdownDeadline = 0.0
+
+    private func beginShutdown(_ done: @escaping () -> Void) {
+        shutdownDone = done
+        shutdownDeadline = EventLoop.now() + configuration.shutdownGrace
+        for connection in Array(connections.values) { connection.shutdown() }
+        checkShutdownDone()
+    }
+
+    fileprivate func checkShutdownDone() {
+        guard let done = shutdownDone else { return }
+        if connections.isEmpty {
+            shutdownDone = nil
+            done()
+        } else if EventLoop.now() >= shutdownDeadline {
+            for connection in Array(connections.values) { connection.close() }
+        }
+    }
+
+    var isStopping: Bool { state.withLock { $0.stopping } }
+
+    // MARK: loop side
+
+    fileprivate func accept(listenerFD: Int32) {
+        while true {
+            let fd = atoll_accept_nonblocking(listenerFD)
+            if fd < 0 { return }  // EAGAIN, or a transient error (EMFILE: try again on the next event)
+            counterStore.withLock { $0.acceptedConnections += 1 }
+            Socket.setNoDelay(fd)
+            if connections.count >= configuration.maxConnections || isStopping {
+                let busy = HTTPResponse.error(.serviceUnavailable, "server busy").serialized(keepAlive: false)
+                _ = busy.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                close(fd)
+                continue
+            }
+            let transport: Transport
+            if let tlsContext {
+                guard let tls = try? TLSTransport(fd: fd, context: tlsContext, serverName: nil) else {
+                    close(fd)
+                    continue
+                }
+                transport = tls
+            } else {
+                transport = PlainTransport(fd: fd)
+            }
+            let connection = ServerConnection(server: self, transport: transport, remote: Socket.peerName(fd))
+            do {
+                try connection.start()
+            } catch {
+                transport.close()
+                continue
+            }
+            connections[ObjectIdentifier(connection)] = connection
+            let open = connections.count
+            counterStore.withLock { $0.openConnections = open }
+        }
+    }
+
+    fileprivate func closed(_ connection: ServerConnection) {
+        connections[ObjectIdentifier(connection)] = nil
+        let open = connections.count
+        counterStore.withLock { $0.openConnections = open }
+        checkShutdownDone()
+    }
+
+    fileprivate func match(method: String, path: String) -> RouteMatch {
+        router.withLock { $0.match(method: method, path: path) }
+    }
+
+    fileprivate func matchWebSocket(path: String) -> (WebSocketRoute, [String: String])? {
+        router.withLock { $0.matchWebSocket(path: path) }
+    }
+
+    fileprivate func count(_ update: (inout Counters) -> Void) { counterStore.withLock { update(&$0) } }
+    fileprivate var tls: Bool { tlsContext != nil }
+}
+
+// MARK: - listener
+
+private final class Listener: LoopHandler, @unchecked Sendable {
+    let fd: Int32
+    unowned let server: HTTPServer
+    private var closed = false
+    init(fd: Int32, server: HTTPServer) {
+        self.fd = fd
+        self.server = server
+    }
+    func handleEvents(_ events: UInt32) { server.accept(listenerFD: fd) }
+    func tick(now: Double) { server.checkShutdownDone() }
+    func close() {
+        guard !closed else { return }
+        closed = true
+        server.loop.unregister(fd)
+        Glibc.close(fd)
+    }
+}
+
+// MARK: - routing
+
+struct WebSocketRoute {
+    var subprotocols: [String]
+    var authorize: (@Sendable (HTTPRequest) -> HTTPResponse?)?
+    var onOpen: @Sendable (WebSocket) -> Void
+}
+
+enum RouteMatch {
+    case handler(HTTPHandler, [String: String])
+    case methodNotAllowed([String])
+    case notFound
+}
+
+struct Router {
+    private struct Entry<Value> {
+        var segments: [Substring]
+        var value: Value
+    }
+    private var routes: [(method: String, entry: Entry<HTTPHandler>)] = []
+    private var webSockets: [Entry<WebSocketRoute>] = []
+
+    private static func segments(_ path: String) -> [Substring] { path.split(separator: "/", omittingEmptySubsequences: true) }
+
+    mutating func add(method: String, pattern: String, handler: @escaping HTTPHandler) {
+        routes.append((method, Entry(segments: Self.segments(pattern), value: handler)))
+    }
+
+    mutating func addWebSocket(pattern: String, route: WebSocketRoute) {
+        webSockets.append(Entry(segments: Self.segments(pattern), value: route))
+    }
+
+    private static func match(_ pattern: [Substring], _ path: [Substring]) -> [String: String]? {
+        var parameters: [String: String] = [:]
+        for (index, part) in pattern.enumerated() {
+            if part == "*" {
+                parameters["*"] = path.dropFirst(index).joined(separator: "/")
+                return parameters
+            }
+            guard index < path.count else { return nil }
+            if part.hasPrefix(":") {
+                parameters[String(part.dropFirst())] = String(path[index])
+            } else if part != path[index] {
+                return nil
+            }
+        }
+        return pattern.count == path.count ? parameters : nil
+    }
+
+    func match(method: String, path: String) -> RouteMatch {
+        let parts = Self.segments(path)
+        var allowed: [String] = []
+        for (routeMethod, entry) in routes {
+            guard let parameters = Self.match(entry.segments, parts) else { continue }
+            if routeMethod == method || (method == "HEAD" && routeMethod == "GET") {
+                return .handler(entry.value, parameters)
+            }
+            allowed.append(routeMethod)
+        }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed)
+    }
+
+    func matchWebSocket(path: String) -> (WebSocketRoute, [String: String])? {
+        let parts = Self.segments(path)
+        for entry in webSockets {
+            if let parameters = Self.match(entry.segments, parts) { return (entry.value, parameters) }
+        }
+        return nil
+    }
+}
+
+// MARK: - one server connection
+
+/// A server-side connection: HTTP/1.1 requests one at a time (keep-alive, pipelined requests
+/// wait their turn), or after an upgrade a WebSocket.
+private final class ServerConnection: Channel {
+    unowned let server: HTTPServer
+    let remote: String
+    private var parser: HTTPMessageParser
+    /// Bytes received after the current request, kept while it is handled.
+    private var pending: [UInt8] = []
+    private var handling = false
+    private var messageStartedAt: Double?
+    private var lastActivity = EventLoop.now()
+    private let acceptedAt = EventLoop.now()
+    private var shuttingDown = false
+
+    init(server: HTTPServer, transport: Transport, remote: String) {
+        self.server = server
+        self.remote = remote
+        let configuration = server.configuration
+        parser = HTTPMessageParser(request: true, maxHeaderBytes: configuration.maxHeaderBytes,
+                                   maxBodyBytes: configuration.maxBodyBytes)
+        super.init(loop: server.loop, transport: transport, handshakeDone: !(transport is TLSTransport))
+    }
+
+    override func received(_ bytes: UnsafeRawBufferPointer) {
+        lastActivity = EventLoop.now()
+        if let webSocket {
+            webSocket.received(bytes)
+            return
+        }
+        if handling {
+            pending.append(contentsOf: bytes)
+            readPaused = true
+            return
+        }
+        parse(bytes)
+    }
+
+    private func parse(_ bytes: UnsafeRawBufferPointer) {
+        if messageStartedAt == nil && !bytes.isEmpty { messageStartedAt = EventLoop.now() }
+        switch parser.feed(bytes) {
+        case .needMore:
+            return
+        case let .failure(status, message):
+            server.count { $0.rejectedRequests += 1 }
+            reject(status, message)
+        case let .message(message, consumed):
+            messageStartedAt = nil
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[consumed...])
+            if message.upgrade {
+                upgrade(message, leftover: rest)
+            } else {
+                pending = Array(rest)
+                dispatch(message)
+            }
+        }
+    }
+
+    /// Answers a request the server cannot take and closes (the connection's state is unknown).
+    private func reject(_ status: HTTPStatus, _ message: String) {
+        readPaused = true
+        write(HTTPResponse.error(status, message).serialized(keepAlive: false))
+        closeAfterFlush()
+    }
+
+    private func request(from message: ParsedMessage) -> HTTPRequest {
+        let target = message.target
+        let (rawPath, query): (Substring, Substring) = {
+            if let mark = target.firstIndex(of: "?") { return (target[..<mark], target[target.index(after: mark)...]) }
+            return (target[...], "")
+        }()
+        let path = String(rawPath).removingPercentEncoding ?? String(rawPath)
+        return HTTPRequest(method: message.method, path: path, query: String(query), headers: message.headers,
+                           body: message.body, remoteAddress: remote)
+    }
+
+    private func dispatch(_ message: ParsedMessage) {
+        handling = true
+        readPaused = true
+        server.count { $0.requests += 1 }
+        var request = request(from: message)
+        let keepAlive = message.keepAlive && !shuttingDown
+        let isHead = message.method == "HEAD"
+        guard request.path.hasPrefix("/") || message.target == "*" else {
+            respond(.error(.badRequest, "request target must be a path"), keepAlive: false, head: isHead)
+            return
+        }
+        switch server.match(method: request.method, path: request.path) {
+        case .notFound:
+            let status: HTTPStatus = server.matchWebSocket(path: request.path) != nil ? .upgradeRequired : .notFound
+            var response = HTTPResponse.error(status, status == .notFound ? "no route for \(request.path)" : "this path takes WebSocket upgrades")
+            if status == .upgradeRequired { response.headers["Upgrade"] = "websocket" }
+            respond(response, keepAlive: keepAlive, head: isHead)
+        case let .methodNotAllowed(allowed):
+            var response = HTTPResponse.error(.methodNotAllowed, "\(request.method) is not allowed on \(request.path)")
+            response.headers["Allow"] = allowed.joined(separator: ", ")
+            respond(response, keepAlive: keepAlive, head: isHead)
+        case let .handler(handler, parameters):
+            request.pathParameters = parameters
+            let loop = self.loop
+            let box = UncheckedBox(self)
+            let finalRequest = request
+            Task {
+                let response: HTTPResponse
+                do {
+                    response = try await handler(finalRequest)
+                } catch let error as HTTPError {
+                    response = .error(error.status, error.message)
+                } catch {
+                    response = .error(.internalServerError, "internal error")
+                }
+                loop.execute { box.value.respond(response, keepAlive: keepAlive, head: isHead) }
+            }
+        }
+    }
+
+    private func respond(_ response: HTTPResponse, keepAlive: Bool, head: Bool) {
+        guard !isClosed else { return }
+        let keep = keepAlive && !shuttingDown
+        write(response.serialized(keepAlive: keep, head: head))
+        handling = false
+        lastActivity = EventLoop.now()
+        if !keep {
+            closeAfterFlush()
+            return
+        }
+        readPaused = false
+        if !pending.isEmpty {
+            let rest = pending
+            pending = []
+            rest.withUnsafeBytes { parse($0) }
+        }
+    }
+
+    private func upgrade(_ message: ParsedMessage, leftover: UnsafeRawBufferPointer) {
+        var request = request(from: message)
+        let headers = message.headers
+        guard let (route, parameters) = server.matchWebSocket(path: request.path) else {
+            reject(.notFound, "no WebSocket route for \(request.path)")
+            return
+        }
+        request.pathParameters = parameters
+        guard message.method == "GET", headers.tokens("Upgrade").contains("websocket"),
+              headers.tokens("Connection").contains("upgrade") else {
+            reject(.badRequest, "not a WebSocket upgrade (GET with Upgrade: websocket and Connection: Upgrade)")
+            return
+        }
+        guard headers["Sec-WebSocket-Version"] == "13" else {
+            readPaused = true
+            var response = HTTPResponse.error(.upgradeRequired, "unsupported WebSocket version")
+            response.headers["Sec-WebSocket-Version"] = "13"
+            write(response.serialized(keepAlive: false))
+            closeAfterFlush()
+            return
+        }
+        guard let key = headers["Sec-WebSocket-Key"], let decoded = Data(base64Encoded: key), decoded.count == 16 else {
+            reject(.badRequest, "missing or invalid Sec-WebSocket-Key")
+            return
+        }
+        let offered = headers.tokens("Sec-WebSocket-Protocol")
+        var chosen: String?
+        if !route.subprotocols.isEmpty {
+            guard let match = route.subprotocols.first(where: { offered.contains($0.lowercased()) }) else {
+                reject(.badRequest, "no supported subprotocol offered (supported: \(route.subprotocols.joined(separator: ", ")))")
+                return
+            }
+            chosen = match
+        }
+        if let authorize = route.authorize, let refusal = authorize(request) {
+            readPaused = true
+            write(refusal.serialized(keepAlive: false))
+            closeAfterFlush()
+            return
+        }
+        var response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        response += "Sec-WebSocket-Accept: \(Crypto.webSocketAccept(key: key))\r\n"
+        if let chosen { response += "Sec-WebSocket-Protocol: \(chosen)\r\n" }
+        response += "\r\n"
+        write(Array(response.utf8))
+        let socket: WebSocket
+        do {
+            socket = try WebSocket(channel: self, isServer: true, subprotocol: chosen, request: request,
+                                   options: server.configuration.webSocket)
+        } catch {
+            close()
+            return
+        }
+        webSocket = socket
+        server.count { $0.openWebSockets += 1 }
+        route.onOpen(socket)
+        if shuttingDown { socket.close(code: 1001, reason: "server shutting down") }
+        socket.start(leftover: leftover)
+    }
+
+    override func tick(now: Double) {
+        // During a shutdown, the connections' ticks enforce its grace period.
+        server.checkShutdownDone()
+        if isClosed { return }
+        if let webSocket {
+            webSocket.tick(now: now)
+            return
+        }
+        let configuration = server.configuration
+        if !handshakeDone {
+            if now - acceptedAt > configuration.handshakeTimeout { close() }
+            return
+        }
+        if handling || closeWhenFlushed { return }
+        if let started = messageStartedAt {
+            // A slow client (slowloris): the head, or the whole request, takes too long.
+            let limit = parser.headComplete ? configuration.requestTimeout : configuration.headerTimeout
+            if now - started > limit {
+                server.count { $0.rejectedRequests += 1 }
+                reject(.requestTimeout, "request not received in time")
+            }
+        } else if now - lastActivity > configuration.idleTimeout {
+            close()
+        }
+    }
+
+    func shutdown() {
+        shuttingDown = true
+        if let webSocket {
+            webSocket.close(code: 1001, reason: "server shutting down")
+        } else if !handling && messageStartedAt == nil {
+            closeAfterFlush()
+        }
+    }
+
+    override func didClose() {
+        if webSocket != nil { server.count { $0.openWebSockets -= 1 } }
+        super.didClose()
+        server.closed(self)
+    }
+}
+
+/// Carries a loop-thread object through a task; it is only touched again on the loop thread.
+struct UncheckedBox<Value: AnyObject>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,15 @@
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <openssl/evp.h>
+#include <openssl/x509v3.h>
+
+// Macros Swift cannot import, as functions.
+static inline long atoll_ssl_set_mode(SSL *ssl, long mode) { return SSL_set_mode(ssl, mode); }
+static inline long atoll_ssl_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return SSL_set_tlsext_host_name(ssl, name);
+}
+static inline long atoll_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return SSL_CTX_set_min_proto_version(ctx, version);
+}
