@@ -46,7 +46,15 @@ public final class HTTPServer: @unchecked Sendable {
     public let loop: EventLoop
     private let ownsLoop: Bool
     private let router = Mutex(Router())
-    private let state = Mutex<(listener: Listener?, port: Int, stopping: Bool)>((nil, 0, false))
+    private struct State {
+        var listener: Listener?
+        var port = 0
+        var started = false
+        var stopping = false
+        var stopped = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
     private var tlsContext: TLSContext?
     /// Loop-thread set of the open connections.
     fileprivate var connections: [ObjectIdentifier: ServerConnection] = [:]
@@ -109,6 +117,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// Binds and starts accepting. Throws when the address cannot be bound or TLS cannot load.
     public func start() throws {
         try loop.checkRunning()
+        try state.withLock { state in
+            guard !state.started else { throw NetError.protocolError("the server is already started") }
+            state.started = true
+        }
         if let tls = configuration.tls { tlsContext = try TLSContext.server(tls) }
         let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port, backlog: 1024)
         let listener = Listener(fd: fd, server: self)
@@ -123,6 +135,7 @@ public final class HTTPServer: @unchecked Sendable {
         ready.wait()
         if let error = registered.withLock({ $0 }) {
             close(fd)
+            state.withLock { $0.started = false }
             throw error
         }
         state.withLock {
@@ -135,18 +148,43 @@ public final class HTTPServer: @unchecked Sendable {
     /// WebSockets with 1001 (going away), and after `shutdownGrace` closes what is left.
     /// Returns when every connection is closed (and the server's own loop stopped).
     public func shutdown() async {
+        // The first call does the work; later calls wait for it to finish.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let action = state.withLock { state -> Int in
+                if state.stopped { return 0 }
+                state.waiters.append(continuation)
+                if state.stopping { return 1 }
+                state.stopping = true
+                return 2
+            }
+            switch action {
+            case 0: continuation.resume()
+            case 2: startShutdown()
+            default: break
+            }
+        }
+    }
+
+    private func startShutdown() {
         let listener = state.withLock { state -> Listener? in
-            state.stopping = true
             defer { state.listener = nil }
             return state.listener
         }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.execute {
-                listener?.close()
-                self.beginShutdown { continuation.resume() }
+        let finish: @Sendable () -> Void = { [self] in
+            if ownsLoop { loop.stop() }
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.stopped = true
+                defer { state.waiters = [] }
+                return state.waiters
             }
+            for waiter in waiters { waiter.resume() }
         }
-        if ownsLoop { loop.stop() }
+        guard (try? loop.checkRunning()) != nil else { return finish() }
+        loop.execute {
+            listener?.close()
+            // Stopping the loop from its own thread only marks it; the thread ends after this event.
+            self.beginShutdown(finish)
+        }
     }
 
     private var shutdownDone: (() -> Void)?
@@ -231,7 +269,8 @@ public final class HTTPServer: @unchecked Sendable {
 
 private final class Listener: LoopHandler, @unchecked Sendable {
     let fd: Int32
-    unowned let server: HTTPServer
+    /// A started server lives until its shutdown, like the thread it runs on.
+    let server: HTTPServer
     private var closed = false
     init(fd: Int32, server: HTTPServer) {
         self.fd = fd
@@ -323,7 +362,7 @@ struct Router {
 /// A server-side connection: HTTP/1.1 requests one at a time (keep-alive, pipelined requests
 /// wait their turn), or after an upgrade a WebSocket.
 private final class ServerConnection: Channel {
-    unowned let server: HTTPServer
+    let server: HTTPServer
     let remote: String
     private var parser: HTTPMessageParser
     /// Bytes received after the current request, kept while it is handled.

@@ -258,6 +258,14 @@ public final class WebSocket: @unchecked Sendable {
                 return
             }
         }
+        if !fragmentSources.isEmpty {
+            // wslay reads no more of a source once it reported the end.
+            fragmentSources.removeAll { source in
+                let done = source.takeUnretainedValue().finished
+                if done { source.release() }
+                return done
+            }
+        }
         let queued = wslay_event_get_queued_msg_length(context) + channel.pendingOutgoing
         inLibrary.store(queued, ordering: .relaxed)
         if queued > options.maxQueuedBytes / 2 {

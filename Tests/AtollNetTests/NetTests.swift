@@ -291,6 +291,11 @@ final class WebSocketTests: XCTestCase {
         }
         let readers = sockets.map(EventReader.init)
         XCTAssertEqual(server.counters.openWebSockets, 20)
+        XCTAssertThrowsError(try server.start(), "a started server cannot start again")
+        // Two shutdowns at once both return when it is done; a later one returns at once.
+        async let first: Void = server.shutdown()
+        async let second: Void = server.shutdown()
+        _ = await (first, second)
         await server.shutdown()
         for reader in readers {
             let closed = try await reader.closed()
