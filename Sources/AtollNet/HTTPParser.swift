@@ -52,6 +52,9 @@ final class HTTPMessageParser {
     private(set) var inMessage = false
     /// Whether the current message's head has been read (its body may still be arriving).
     private(set) var headComplete = false
+    /// Set when a request's head asked `Expect: 100-continue` and its body is still to come;
+    /// the server answers 100 and clears it.
+    var wantsContinue = false
 
     nonisolated(unsafe) private static var settings: http_parser_settings = {
         var settings = http_parser_settings()
@@ -110,6 +113,10 @@ final class HTTPMessageParser {
                 me.limitHit = (.payloadTooLarge, "body of \(p.content_length) bytes is over the limit of \(me.maxBodyBytes)")
                 return -1
             }
+            if p.type == HTTP_REQUEST.rawValue, me.current.headers["Expect"]?.lowercased() == "100-continue",
+               p.flags & UInt32(F_CHUNKED.rawValue) != 0 || (p.content_length != UInt64.max && p.content_length > 0) {
+                me.wantsContinue = true
+            }
             return me.expectsNoBody ? 1 : 0
         }
         settings.on_body = { parser, at, length in
@@ -131,6 +138,7 @@ final class HTTPMessageParser {
             me.headBytes = 0
             me.inMessage = false
             me.headComplete = false
+            me.wantsContinue = false
             http_parser_pause(parser, 1)
             return 0
         }

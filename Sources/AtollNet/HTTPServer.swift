@@ -400,6 +400,11 @@ private final class ServerConnection: Channel {
         if messageStartedAt == nil && !bytes.isEmpty { messageStartedAt = EventLoop.now() }
         switch parser.feed(bytes) {
         case .needMore:
+            if parser.wantsContinue {
+                // The client waits for leave to send its body (RFC 9110 §10.1.1).
+                parser.wantsContinue = false
+                write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+            }
             return
         case let .failure(status, message):
             server.count { $0.rejectedRequests += 1 }
