@@ -333,7 +333,17 @@ public final class WebSocket: @unchecked Sendable {
         let code: UInt16 = received ? (peerCloseCode.map { $0 == 0 ? 1005 : $0 } ?? 1005) : 1006
         let reason = received ? peerCloseReason : (abortReason ?? "connection lost")
         deliver(.closed(code: code, reason: reason))
+        // `.closed` is the last event: drop the handler once it has it, which also breaks the
+        // cycle of a handler that captures its own socket (the usual way to answer messages).
+        if delivery.withLock({ $0.buffered.isEmpty && !$0.draining }) {
+            delivery.withLock { $0.handler = nil }
+        } else {
+            closedPending = true
+        }
     }
+
+    /// `.closed` waits in the buffer for a handler; drop the handler after it is drained.
+    private var closedPending = false
 
     // MARK: events
 
@@ -364,7 +374,13 @@ public final class WebSocket: @unchecked Sendable {
                 }
                 return (state.buffered.removeFirst(), handler)
             }
-            guard let (event, handler) = next else { return }
+            guard let (event, handler) = next else {
+                if closedPending, delivery.withLock({ $0.buffered.isEmpty && $0.handler != nil }) {
+                    closedPending = false
+                    delivery.withLock { $0.handler = nil }
+                }
+                return
+            }
             handler(event)
         }
     }
