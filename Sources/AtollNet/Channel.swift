@@ -95,14 +95,19 @@ class Channel: LoopHandler {
         while !isClosed && !readPaused {
             switch transport.read(into: buffer) {
             case let .done(count):
+                if lingerDeadline != nil {
+                    lingerDropped += count
+                    if lingerDropped > Self.lingerBytes { close() }
+                    continue
+                }
                 received(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             case .wouldBlock:
                 return
             case .closed:
-                peerClosed()
+                if lingerDeadline != nil { close() } else { peerClosed() }
                 return
             case let .failed(message):
-                failed(message)
+                if lingerDeadline != nil { close() } else { failed(message) }
                 return
             }
         }
@@ -145,7 +150,7 @@ class Channel: LoopHandler {
         if !isClosed && pendingOutgoing == 0 {
             outgoing = []
             outgoingOffset = 0
-            if closeWhenFlushed { close() }
+            if closeWhenFlushed && lingerDeadline == nil { finishClose() }
         }
         return true
     }
@@ -165,23 +170,49 @@ class Channel: LoopHandler {
     func updateInterest() {
         guard !isClosed else { return }
         var wanted: UInt32 = readPaused ? 0 : EPOLLIN.rawValue
-        if pendingOutgoing > 0 || transport.wantsWrite || !handshakeDone || (webSocket?.wantsWrite ?? false) {
+        // During a TLS handshake, OpenSSL says which way it waits (asking for writability while it
+        // waits to read would wake the loop over and over).
+        if !handshakeDone { wanted = transport.wantsWrite ? EPOLLOUT.rawValue : EPOLLIN.rawValue }
+        if pendingOutgoing > 0 || transport.wantsWrite || (webSocket?.wantsWrite ?? false) {
             wanted |= EPOLLOUT.rawValue
         }
-        // TLS may need to read to make progress on a write.
-        if !handshakeDone { wanted |= EPOLLIN.rawValue }
         if wanted != interest {
             interest = wanted
             loop.modify(transport.fd, events: wanted)
         }
     }
 
-    /// Closes once the queued bytes are written (at once when nothing is queued).
-    func closeAfterFlush() {
+    /// Closes once the queued bytes are written (at once when nothing is queued). With `linger`,
+    /// it first stops sending and reads (and drops) what the peer still sends for a moment, so
+    /// that a client still uploading a body reads the answer instead of a reset (RFC 9112 §9.6).
+    func closeAfterFlush(linger: Bool = false) {
         guard !isClosed else { return }
         closeWhenFlushed = true
+        lingerWanted = linger
         readPaused = true
-        if pendingOutgoing == 0 { close() }
+        if pendingOutgoing == 0 { finishClose() }
+    }
+
+    private var lingerWanted = false
+    private var lingerDeadline: Double?
+    private var lingerDropped = 0
+    /// How long, and how many bytes, a lingering close reads and drops before it closes.
+    static let lingerSeconds = 2.0
+    static let lingerBytes = 8 << 20
+
+    private func finishClose() {
+        guard lingerWanted else { return close() }
+        lingerDeadline = EventLoop.now() + Self.lingerSeconds
+        if transport is PlainTransport { _ = Glibc.shutdown(transport.fd, Int32(SHUT_WR)) }
+        readPaused = false
+    }
+
+    /// While lingering: drops what arrives and closes at the deadline or the peer's end.
+    /// Returns true when the channel is lingering (subclasses then do nothing else on a tick).
+    func lingerTick(now: Double) -> Bool {
+        guard let deadline = lingerDeadline else { return false }
+        if now > deadline { close() }
+        return true
     }
 
     /// Closes the socket now.

@@ -255,6 +255,7 @@ final class ClientConnection: Channel {
             return
         }
         guard message.headers.tokens("Upgrade").contains("websocket"),
+              message.headers.tokens("Connection").contains("upgrade"),
               message.headers["Sec-WebSocket-Accept"] == Crypto.webSocketAccept(key: key) else {
             fail(.protocolError("the server's upgrade answer is not a valid WebSocket handshake"))
             return

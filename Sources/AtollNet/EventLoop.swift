@@ -48,6 +48,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Starts a loop on a new thread.
     public init(name: String = "atoll-net") throws {
+        Self.ignoreSIGPIPE()
         let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard ep >= 0 else { throw NetError.system("epoll_create1", errno) }
         let wake = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
@@ -68,6 +69,19 @@ public final class EventLoop: @unchecked Sendable {
         self.thread = thread
         thread.start()
     }
+
+    /// Writes to a socket the peer has reset raise SIGPIPE, which kills a process by default.
+    /// Plain sockets send with MSG_NOSIGNAL, but OpenSSL writes with write(2); so the first loop
+    /// sets SIGPIPE to ignored when the process still has the default (docs/net.md).
+    private static let sigpipeIgnored: Bool = {
+        var current = sigaction()
+        if sigaction(SIGPIPE, nil, &current) == 0, current.__sigaction_handler.sa_handler == nil {
+            signal(SIGPIPE, SIG_IGN)
+        }
+        return true
+    }()
+
+    private static func ignoreSIGPIPE() { _ = sigpipeIgnored }
 
     private init(failed: ()) {
         epoll = -1

@@ -113,6 +113,7 @@ public struct HTTPStatus: Sendable, Equatable, ExpressibleByIntegerLiteral {
     public static let conflict: HTTPStatus = 409
     public static let lengthRequired: HTTPStatus = 411
     public static let payloadTooLarge: HTTPStatus = 413
+    public static let uriTooLong: HTTPStatus = 414
     public static let unsupportedMediaType: HTTPStatus = 415
     public static let upgradeRequired: HTTPStatus = 426
     public static let tooManyRequests: HTTPStatus = 429
@@ -142,6 +143,7 @@ public struct HTTPStatus: Sendable, Equatable, ExpressibleByIntegerLiteral {
         case 409: return "Conflict"
         case 411: return "Length Required"
         case 413: return "Content Too Large"
+        case 414: return "URI Too Long"
         case 415: return "Unsupported Media Type"
         case 422: return "Unprocessable Content"
         case 426: return "Upgrade Required"

@@ -45,6 +45,7 @@ final class HTTPMessageParser {
     init(request: Bool, maxHeaderBytes: Int, maxBodyBytes: Int) {
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes
+        self.isRequest = request
         http_parser_init(&parser, request ? HTTP_REQUEST : HTTP_RESPONSE)
     }
 
@@ -68,7 +69,7 @@ final class HTTPMessageParser {
             guard let me = HTTPMessageParser.owner(parser), let at else { return 1 }
             me.targetBytes.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
             if me.targetBytes.count > me.maxHeaderBytes {
-                me.limitHit = (HTTPStatus(414), "request target longer than \(me.maxHeaderBytes) bytes")
+                me.limitHit = (.uriTooLong, "request target longer than \(me.maxHeaderBytes) bytes")
                 return 1
             }
             return 0
@@ -103,9 +104,16 @@ final class HTTPMessageParser {
                 me.limitHit = (.httpVersionNotSupported, "HTTP/\(p.http_major).\(p.http_minor) is not supported")
                 return -1
             }
-            if p.type == HTTP_REQUEST.rawValue, p.http_minor >= 1, me.current.headers["Host"] == nil {
-                me.limitHit = (.badRequest, "HTTP/1.1 request without a Host header")
-                return -1
+            if p.type == HTTP_REQUEST.rawValue {
+                let hosts = me.current.headers.values("Host").count
+                if p.http_minor >= 1 && hosts == 0 {
+                    me.limitHit = (.badRequest, "HTTP/1.1 request without a Host header")
+                    return -1
+                }
+                if hosts > 1 {
+                    me.limitHit = (.badRequest, "more than one Host header")
+                    return -1
+                }
             }
             // Content-Length known in advance: refuse before reading a byte of the body.
             if p.flags & UInt32(F_CHUNKED.rawValue) == 0, p.content_length != UInt64.max,
@@ -139,6 +147,8 @@ final class HTTPMessageParser {
             me.inMessage = false
             me.headComplete = false
             me.wantsContinue = false
+            me.lineChecked = false
+            me.lineBytes = []
             http_parser_pause(parser, 1)
             return 0
         }
@@ -167,8 +177,52 @@ final class HTTPMessageParser {
         inValue = false
     }
 
+    // The request line, checked on its own: Debian builds http-parser without its strict mode,
+    // which lets a line like "GET / HTTX/1.1" through.
+    private var lineBytes: [UInt8] = []
+    private var lineChecked = false
+    private let isRequest: Bool
+
+    /// Checks the request line (RFC 9112 §3: method SP target SP "HTTP/" digit "." digit) once it
+    /// is complete; nil while it is fine or still incomplete.
+    private func checkRequestLine(_ bytes: UnsafeRawBufferPointer) -> ParseResult? {
+        var index = 0
+        while !lineChecked && index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            if byte == 10 {
+                if lineBytes.last == 13 { lineBytes.removeLast() }
+                // Empty lines before a request are allowed and ignored (RFC 9112 §2.2).
+                if lineBytes.isEmpty { continue }
+                lineChecked = true
+                if !Self.validRequestLine(lineBytes) {
+                    return .failure(.badRequest, "malformed request line")
+                }
+                lineBytes = []
+            } else {
+                lineBytes.append(byte)
+                // Long lines are the parser's to refuse (414).
+                if lineBytes.count > maxHeaderBytes { lineChecked = true; lineBytes = [] }
+            }
+        }
+        return nil
+    }
+
+    private static func validRequestLine(_ line: [UInt8]) -> Bool {
+        let parts = line.split(separator: 32, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else { return false }
+        let tokenCharacters = Set("!#$%&'*+-.^_`|~".utf8)
+        guard parts[0].allSatisfy({ tokenCharacters.contains($0) || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }) else {
+            return false
+        }
+        let version = Array(parts[2])
+        return version.count == 8 && version.starts(with: Array("HTTP/".utf8))
+            && (48...57).contains(version[5]) && version[6] == 46 && (48...57).contains(version[7])
+    }
+
     /// Feeds bytes (an empty buffer means the peer closed: ends a read-until-close body).
     func feed(_ bytes: UnsafeRawBufferPointer) -> ParseResult {
+        if isRequest && !lineChecked, let failure = checkRequestLine(bytes) { return failure }
         if HTTP_PARSER_ERRNO_VALUE(parser) == HPE_PAUSED.rawValue { http_parser_pause(&parser, 0) }
         let consumed = withUnsafeMutablePointer(to: &parser) { pointer -> Int in
             pointer.pointee.data = Unmanaged.passUnretained(self).toOpaque()

@@ -101,15 +101,15 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// Upgrades GET requests on `path` to WebSocket. `subprotocols` are the server's, in order of
-    /// preference: the first one the client also offers is chosen, and a client that offers none
-    /// of them is refused (400) when the list is not empty. `authorize` may refuse the upgrade with
+    /// preference: the first one the client also offers is chosen; a client that offers none of
+    /// them is refused (400) unless `subprotocolRequired` is false (then it gets none). `authorize` may refuse the upgrade with
     /// a response (e.g. 401); `onOpen` gets the open socket on the loop thread.
-    public func webSocket(_ path: String, subprotocols: [String] = [],
+    public func webSocket(_ path: String, subprotocols: [String] = [], subprotocolRequired: Bool = true,
                           authorize: (@Sendable (HTTPRequest) -> HTTPResponse?)? = nil,
                           onOpen: @escaping @Sendable (WebSocket) -> Void) {
-        router.withLock {
-            $0.addWebSocket(pattern: path, route: WebSocketRoute(subprotocols: subprotocols, authorize: authorize, onOpen: onOpen))
-        }
+        let route = WebSocketRoute(subprotocols: subprotocols, subprotocolRequired: subprotocolRequired,
+                                   authorize: authorize, onOpen: onOpen)
+        router.withLock { $0.addWebSocket(pattern: path, route: route) }
     }
 
     // MARK: life cycle
@@ -290,6 +290,7 @@ private final class Listener: LoopHandler, @unchecked Sendable {
 
 struct WebSocketRoute {
     var subprotocols: [String]
+    var subprotocolRequired: Bool
     var authorize: (@Sendable (HTTPRequest) -> HTTPResponse?)?
     var onOpen: @Sendable (WebSocket) -> Void
 }
@@ -309,6 +310,11 @@ struct Router {
     private var webSockets: [Entry<WebSocketRoute>] = []
 
     private static func segments(_ path: String) -> [Substring] { path.split(separator: "/", omittingEmptySubsequences: true) }
+
+    /// A received path's segments, each percent-decoded.
+    private static func decodedSegments(_ rawPath: String) -> [Substring] {
+        segments(rawPath).map { Substring($0.removingPercentEncoding ?? String($0)) }
+    }
 
     mutating func add(method: String, pattern: String, handler: @escaping HTTPHandler) {
         routes.append((method, Entry(segments: Self.segments(pattern), value: handler)))
@@ -336,7 +342,7 @@ struct Router {
     }
 
     func match(method: String, path: String) -> RouteMatch {
-        let parts = Self.segments(path)
+        let parts = Self.decodedSegments(path)
         var allowed: [String] = []
         for (routeMethod, entry) in routes {
             guard let parameters = Self.match(entry.segments, parts) else { continue }
@@ -344,12 +350,13 @@ struct Router {
                 return .handler(entry.value, parameters)
             }
             allowed.append(routeMethod)
+            if routeMethod == "GET" { allowed.append("HEAD") }
         }
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed)
     }
 
     func matchWebSocket(path: String) -> (WebSocketRoute, [String: String])? {
-        let parts = Self.segments(path)
+        let parts = Self.decodedSegments(path)
         for entry in webSockets {
             if let parameters = Self.match(entry.segments, parts) { return (entry.value, parameters) }
         }
@@ -425,34 +432,43 @@ private final class ServerConnection: Channel {
     private func reject(_ status: HTTPStatus, _ message: String) {
         readPaused = true
         write(HTTPResponse.error(status, message).serialized(keepAlive: false))
-        closeAfterFlush()
+        closeAfterFlush(linger: status != .requestTimeout)
     }
 
-    private func request(from message: ParsedMessage) -> HTTPRequest {
-        let target = message.target
+    /// The request, and its path as received (percent-encoded), which routing splits into
+    /// segments before decoding them (so that `%2F` stays inside a segment).
+    private func request(from message: ParsedMessage) -> (HTTPRequest, rawPath: String) {
+        var target = Substring(message.target)
+        // The absolute form (RFC 9112 §3.2.2), "http://host/path": keep the path.
+        for scheme in ["http://", "https://"] where target.lowercased().hasPrefix(scheme) {
+            let rest = target.dropFirst(scheme.count)
+            target = rest.firstIndex(where: { $0 == "/" || $0 == "?" }).map { rest[$0...] } ?? "/"
+            if target.hasPrefix("?") { target = "/" + target }
+        }
         let (rawPath, query): (Substring, Substring) = {
             if let mark = target.firstIndex(of: "?") { return (target[..<mark], target[target.index(after: mark)...]) }
-            return (target[...], "")
+            return (target, "")
         }()
         let path = String(rawPath).removingPercentEncoding ?? String(rawPath)
-        return HTTPRequest(method: message.method, path: path, query: String(query), headers: message.headers,
-                           body: message.body, remoteAddress: remote)
+        let request = HTTPRequest(method: message.method, path: path, query: String(query), headers: message.headers,
+                                  body: message.body, remoteAddress: remote)
+        return (request, String(rawPath))
     }
 
     private func dispatch(_ message: ParsedMessage) {
         handling = true
         readPaused = true
         server.count { $0.requests += 1 }
-        var request = request(from: message)
+        var (request, rawPath) = request(from: message)
         let keepAlive = message.keepAlive && !shuttingDown
         let isHead = message.method == "HEAD"
-        guard request.path.hasPrefix("/") || message.target == "*" else {
+        guard rawPath.hasPrefix("/") else {
             respond(.error(.badRequest, "request target must be a path"), keepAlive: false, head: isHead)
             return
         }
-        switch server.match(method: request.method, path: request.path) {
+        switch server.match(method: request.method, path: rawPath) {
         case .notFound:
-            let status: HTTPStatus = server.matchWebSocket(path: request.path) != nil ? .upgradeRequired : .notFound
+            let status: HTTPStatus = server.matchWebSocket(path: rawPath) != nil ? .upgradeRequired : .notFound
             var response = HTTPResponse.error(status, status == .notFound ? "no route for \(request.path)" : "this path takes WebSocket upgrades")
             if status == .upgradeRequired { response.headers["Upgrade"] = "websocket" }
             respond(response, keepAlive: keepAlive, head: isHead)
@@ -498,9 +514,9 @@ private final class ServerConnection: Channel {
     }
 
     private func upgrade(_ message: ParsedMessage, leftover: UnsafeRawBufferPointer) {
-        var request = request(from: message)
+        var (request, rawPath) = request(from: message)
         let headers = message.headers
-        guard let (route, parameters) = server.matchWebSocket(path: request.path) else {
+        guard let (route, parameters) = server.matchWebSocket(path: rawPath) else {
             reject(.notFound, "no WebSocket route for \(request.path)")
             return
         }
@@ -525,11 +541,11 @@ private final class ServerConnection: Channel {
         let offered = headers.tokens("Sec-WebSocket-Protocol")
         var chosen: String?
         if !route.subprotocols.isEmpty {
-            guard let match = route.subprotocols.first(where: { offered.contains($0.lowercased()) }) else {
+            chosen = route.subprotocols.first { offered.contains($0.lowercased()) }
+            if chosen == nil && route.subprotocolRequired {
                 reject(.badRequest, "no supported subprotocol offered (supported: \(route.subprotocols.joined(separator: ", ")))")
                 return
             }
-            chosen = match
         }
         if let authorize = route.authorize, let refusal = authorize(request) {
             readPaused = true
@@ -560,7 +576,7 @@ private final class ServerConnection: Channel {
     override func tick(now: Double) {
         // During a shutdown, the connections' ticks enforce its grace period.
         server.checkShutdownDone()
-        if isClosed { return }
+        if isClosed || lingerTick(now: now) { return }
         if let webSocket {
             webSocket.tick(now: now)
             return

@@ -145,13 +145,18 @@ final class TLSTransport: Transport {
         }
     }
 
+    // OpenSSL keeps errors in a per-thread queue, and SSL_get_error reads it: one connection's
+    // leftover error must not make another's would-block look fatal. Clear it before each call.
+
     func handshake() -> IOResult {
+        ERR_clear_error()
         let result = SSL_do_handshake(ssl)
         if result == 1 { wantsWrite = false; return .done(0) }
         return classify(result, "handshake")
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        ERR_clear_error()
         let n = SSL_read(ssl, buffer.baseAddress, Int32(min(buffer.count, Int(Int32.max))))
         if n > 0 { wantsWrite = false; return .done(Int(n)) }
         return classify(n, "read")
@@ -159,6 +164,7 @@ final class TLSTransport: Transport {
 
     func write(_ bytes: UnsafeRawBufferPointer) -> IOResult {
         if bytes.isEmpty { return .done(0) }
+        ERR_clear_error()
         let n = SSL_write(ssl, bytes.baseAddress, Int32(min(bytes.count, Int(Int32.max))))
         if n > 0 { wantsWrite = false; return .done(Int(n)) }
         return classify(n, "write")
@@ -167,7 +173,12 @@ final class TLSTransport: Transport {
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        _ = SSL_shutdown(ssl)
+        // A close_notify only after a finished handshake; never wait for the peer's.
+        if SSL_is_init_finished(ssl) == 1 {
+            ERR_clear_error()
+            _ = SSL_shutdown(ssl)
+        }
+        ERR_clear_error()
         Glibc.close(fd)
     }
 }

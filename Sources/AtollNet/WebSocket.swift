@@ -427,6 +427,14 @@ public final class WebSocket: @unchecked Sendable {
             buffer.update(from: random, count: length)
             return 0
         }
+        callbacks.on_frame_recv_start_callback = { context, argument, _ in
+            // A close frame's payload is empty or at least a 2-byte code (RFC 6455 §5.5.1); wslay
+            // would answer a 1-byte one with an empty close. Queuing ours first makes it 1002.
+            guard let frame = argument?.pointee else { return }
+            if UInt32(frame.opcode) == WSLAY_CONNECTION_CLOSE.rawValue && frame.payload_length == 1 {
+                _ = wslay_event_queue_close(context, UInt16(WSLAY_CODE_PROTOCOL_ERROR.rawValue), nil, 0)
+            }
+        }
         callbacks.on_msg_recv_callback = { context, argument, data in
             guard let me = WebSocket.owner(data), let argument else { return }
             let arg = argument.pointee
@@ -446,7 +454,7 @@ public final class WebSocket: @unchecked Sendable {
                 me.collected.append(.pong(bytes))
             case WSLAY_CONNECTION_CLOSE.rawValue:
                 me.peerCloseCode = arg.status_code
-                // The payload is the 2-byte code then the reason.
+                // wslay has checked the code and the reason's UTF-8 and queued its answer.
                 let reasonBytes = bytes.count > 2 ? Array(bytes[2...]) : []
                 me.peerCloseReason = String(validating: reasonBytes, as: UTF8.self) ?? ""
             default:

@@ -51,7 +51,7 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertEqual(response.status, 404)
         response = try await HTTPClient.request("DELETE", "\(base)/items/1")
         XCTAssertEqual(response.status, 405)
-        XCTAssertEqual(response.headers["Allow"], "GET")
+        XCTAssertEqual(response.headers["Allow"], "GET, HEAD")
         response = try await HTTPClient.request("HEAD", "\(base)/items/1")
         XCTAssertEqual(response.status, 200)
         XCTAssertEqual(response.body, [])
@@ -76,6 +76,28 @@ final class HTTPServerTests: XCTestCase {
         response = try await HTTPClient.request("GET", "\(server.url)/" + String(repeating: "p", count: 2000))
         XCTAssertEqual(response.status, 414)
         XCTAssertEqual(server.counters.rejectedRequests, 3)
+    }
+
+    func testTargetsEncodedSegmentsAndAbsoluteForm() throws {
+        let server = try startServer { server in
+            server.route("GET", "/items/:id") { request in HTTPResponse(text: request.pathParameters["id"] ?? "") }
+        }
+        defer { Task { await server.shutdown() } }
+        func ask(_ head: String) throws -> String {
+            let fd = try connectRaw(port: server.port)
+            defer { close(fd) }
+            sendAll(fd, Array(head.utf8))
+            return String(decoding: readUntilClosed(fd), as: UTF8.self)
+        }
+        // %2F stays inside its segment: one parameter "a/b", not two segments.
+        let encoded = try ask("GET /items/a%2Fb HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        XCTAssertTrue(encoded.hasPrefix("HTTP/1.1 200 OK") && encoded.hasSuffix("a/b"), encoded)
+        // The absolute form (RFC 9112 §3.2.2) is served by the path's route.
+        let absolute = try ask("GET http://127.0.0.1:\(server.port)/items/5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        XCTAssertTrue(absolute.hasPrefix("HTTP/1.1 200 OK") && absolute.hasSuffix("5"), absolute)
+        // A bad protocol name, two Host headers: 400.
+        XCTAssertTrue(try ask("GET /items/1 HTTX/1.1\r\nHost: x\r\n\r\n").hasPrefix("HTTP/1.1 400 "))
+        XCTAssertTrue(try ask("GET /items/1 HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").hasPrefix("HTTP/1.1 400 "))
     }
 
     func testPipelinedRequestsAnswerInOrder() throws {

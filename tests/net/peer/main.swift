@@ -39,11 +39,16 @@ import Foundation
 
 
 
+/// Writes one line to stdout at once, without stdio's buffer (whose flush would wait for the
+/// stdin lock that the command thread holds while it waits in readLine).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
 func emit(_ object: [String: Any]) {
     guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]),
           let line = String(data: data, encoding: .utf8) else { return }
-    print(line)
-    fflush(nil)
+    say(line)
 }
 
 func fail(_ message: String) -> Never {
@@ -215,7 +220,7 @@ func serve(_ options: Options) -> Never {
             }
         }
     }
-    server.webSocket("/ws/echo", onOpen: echo)
+    server.webSocket("/ws/echo", subprotocols: ["echo.v2", "echo.v1"], subprotocolRequired: false, onOpen: echo)
     server.webSocket("/ws/strict", subprotocols: ["atoll.v1"], onOpen: echo)
 
     do {
@@ -223,8 +228,7 @@ func serve(_ options: Options) -> Never {
     } catch {
         fail("\(error)")
     }
-    print("listening on \(server.url)")
-    fflush(nil)
+    say("listening on \(server.url)")
 
     // Graceful shutdown on SIGTERM / SIGINT.
     signal(SIGTERM, SIG_IGN)
@@ -244,8 +248,7 @@ func serve(_ options: Options) -> Never {
         done.signal()
     }
     done.wait()
-    print("stopped")
-    fflush(nil)
+    say("stopped")
     exit(0)
 }
 
