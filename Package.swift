@@ -55,7 +55,7 @@ let package = Package(
         .executableTarget(name: "atoll-net-peer", dependencies: ["AtollNet", "COpenSSL"], path: "tests/net/peer"),
         .target(name: "AtollBenchSupport", path: "bench/support"),
         // The network load benchmark (bench/README.md): drives atoll-net-peer over loopback.
-        .executableTarget(name: "atoll-net-bench", dependencies: ["AtollNet"], path: "bench/net"),
+        .executableTarget(name: "atoll-net-bench", dependencies: ["AtollNet"], path: "bench/net", exclude: ["run"]),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite", "AtollBenchSupport"], path: "bench/swift"),
         // The benchmark's typed-API contender (bench/README.md): the same workloads through Atoll.
         .executableTarget(name: "atoll-typed-bench", dependencies: ["Atoll", "AtollStore", "AtollBenchSupport"], path: "bench/typed"),

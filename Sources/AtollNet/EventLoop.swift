@@ -192,6 +192,9 @@ public final class EventLoop: @unchecked Sendable {
         }
         runQueued()
         handlers.removeAll()
+        // The Thread object holds the closure that holds this loop: let go of it, or a stopped
+        // loop is never freed.
+        thread = nil
         done.signal()
     }
 

@@ -172,6 +172,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let finish: @Sendable () -> Void = { [self] in
             if ownsLoop { loop.stop() }
+            // A stopped server serves nothing more: dropping its routes also frees handlers that
+            // capture the server itself (a cycle otherwise).
+            router.withLock { $0 = Router() }
             let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
                 state.stopped = true
                 defer { state.waiters = [] }
