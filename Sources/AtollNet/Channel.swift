@@ -21,6 +21,8 @@ class Channel: LoopHandler {
     var webSocket: WebSocket?
     /// When set, the channel closes once everything queued is written.
     private(set) var closeWhenFlushed = false
+    /// When bytes last went out (for timeouts that must not cut a slow download short).
+    private(set) var lastWrite = EventLoop.now()
 
     init(loop: EventLoop, transport: Transport, handshakeDone: Bool) {
         self.loop = loop
@@ -51,12 +53,21 @@ class Channel: LoopHandler {
             if isClosed { return }
         }
         if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+            if readPaused && events & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+                // epoll reports these even with no interest: a reset peer while reading is paused
+                // would wake the loop on every pass.
+                failed("connection reset")
+                return
+            }
             readAvailable()
         }
         if !isClosed { updateInterest() }
     }
 
     func tick(now: Double) {}
+
+    /// The loop is stopping with this channel still open: close it, telling its owner.
+    func loopStopped() { close() }
 
     /// Connected (TCP connect finished, for clients): overridden.
     func connected() {}
@@ -137,6 +148,7 @@ class Channel: LoopHandler {
             case let .done(count):
                 if count == 0 { return false }
                 outgoingOffset += count
+                lastWrite = EventLoop.now()
             case .wouldBlock:
                 return false
             case .closed:

@@ -43,12 +43,15 @@ public enum HTTPClient {
                                maxResponseBytes: Int = 64 << 20, loop: EventLoop = .shared) async throws -> HTTPClientResponse {
         let target = try Target(url, webSocket: false)
         let method = method.uppercased()
+        guard !method.isEmpty, method.allSatisfy({ $0.isLetter || $0 == "-" }) else {
+            throw NetError.protocolError("invalid method '\(method)'")
+        }
         var head = "\(method) \(target.requestPath) HTTP/1.1\r\nHost: \(target.hostHeader)\r\n"
         var extra = headers
         if extra["User-Agent"] == nil { extra["User-Agent"] = "atoll-net" }
         if extra["Accept"] == nil { extra["Accept"] = "*/*" }
         for (name, value) in extra.fields where !["host", "content-length", "connection", "transfer-encoding"].contains(name.lowercased()) {
-            head += "\(name): \(value)\r\n"
+            head += "\(withoutLineBreaks(name)): \(withoutLineBreaks(value))\r\n"
         }
         if !body.isEmpty || ["POST", "PUT", "PATCH"].contains(method) { head += "Content-Length: \(body.count)\r\n" }
         head += "Connection: close\r\n\r\n"
@@ -73,7 +76,7 @@ extension WebSocket {
         head += "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         if !options.subprotocols.isEmpty { head += "Sec-WebSocket-Protocol: \(options.subprotocols.joined(separator: ", "))\r\n" }
         for (name, value) in options.headers.fields {
-            head += "\(name.filter { $0 != "\r" && $0 != "\n" }): \(value.filter { $0 != "\r" && $0 != "\n" })\r\n"
+            head += "\(withoutLineBreaks(name)): \(withoutLineBreaks(value))\r\n"
         }
         head += "\r\n"
         let outcome = try await ClientConnection.open(
@@ -84,6 +87,9 @@ extension WebSocket {
         return socket
     }
 }
+
+/// A header name or value without CR and LF (which would split the request: header injection).
+func withoutLineBreaks(_ text: String) -> String { text.filter { $0 != "\r" && $0 != "\n" } }
 
 /// A parsed client URL.
 struct Target {
@@ -308,6 +314,11 @@ final class ClientConnection: Channel {
             return
         }
         webSocket?.tick(now: now)
+    }
+
+    override func loopStopped() {
+        complete(.failure(.loopStopped))
+        super.loopStopped()
     }
 
     override func didClose() {

@@ -11,6 +11,8 @@ protocol LoopHandler: AnyObject {
     func handleEvents(_ events: UInt32)
     /// Called about every `EventLoop.tickInterval` with the loop's monotonic clock (seconds).
     func tick(now: Double)
+    /// The loop is stopping: close, and report it to whoever waits (no callbacks after this).
+    func loopStopped()
 }
 
 /// One thread that waits on epoll and runs everything of the connections registered with it.
@@ -127,8 +129,9 @@ public final class EventLoop: @unchecked Sendable {
         if failedToStart || stopped.load(ordering: .acquiring) { throw NetError.loopStopped }
     }
 
-    /// Stops the loop thread after the work already queued; handlers still registered are
-    /// dropped without callbacks (close them first). Waits for the thread unless called on it.
+    /// Stops the loop thread after the work already queued; connections still open are closed
+    /// (sockets get `.closed`, connects in progress fail). Work handed to a stopped loop is
+    /// dropped. Waits for the thread unless called on it.
     public func stop() {
         guard !failedToStart, !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         wake()
@@ -190,6 +193,10 @@ public final class EventLoop: @unchecked Sendable {
                 for handler in Array(handlers.values) { handler.tick(now: now) }
             }
         }
+        runQueued()
+        // Whatever is still open is closed the normal way: awaiting connects fail, sockets report
+        // `.closed`, descriptors are released.
+        for handler in Array(handlers.values) { handler.loopStopped() }
         runQueued()
         handlers.removeAll()
         // The Thread object holds the closure that holds this loop: let go of it, or a stopped

@@ -209,13 +209,14 @@ public struct HTTPResponse: Sendable {
             // A CR or LF in a header would split the response (header injection): drop them.
             text += "\(Self.clean(name)): \(Self.clean(value))\r\n"
         }
-        if status.code >= 200 && status.code != 204 && status.code != 304 {
-            text += "Content-Length: \(body.count)\r\n"
-        }
+        // 1xx, 204 and 304 have no body (RFC 9110 §6.4.1): one sent anyway would be read as
+        // the start of the next response.
+        let bodyAllowed = status.code >= 200 && status.code != 204 && status.code != 304
+        if bodyAllowed { text += "Content-Length: \(body.count)\r\n" }
         if !keepAlive { text += "Connection: close\r\n" }
         text += "\r\n"
         var bytes = Array(text.utf8)
-        if !head { bytes += body }
+        if !head && bodyAllowed { bytes += body }
         return bytes
     }
 }

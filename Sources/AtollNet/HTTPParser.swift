@@ -149,6 +149,10 @@ final class HTTPMessageParser {
             me.wantsContinue = false
             me.lineChecked = false
             me.lineBytes = []
+            // Trailer fields of a chunked body come through the header callbacks: drop them.
+            me.fieldName.removeAll(keepingCapacity: true)
+            me.fieldValue.removeAll(keepingCapacity: true)
+            me.inValue = false
             http_parser_pause(parser, 1)
             return 0
         }

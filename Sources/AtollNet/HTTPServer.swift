@@ -121,6 +121,8 @@ public final class HTTPServer: @unchecked Sendable {
             guard !state.started else { throw NetError.protocolError("the server is already started") }
             state.started = true
         }
+        var listening = false
+        defer { if !listening { state.withLock { $0.started = false } } }
         if let tls = configuration.tls { tlsContext = try TLSContext.server(tls) }
         let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port, backlog: 1024)
         let listener = Listener(fd: fd, server: self)
@@ -135,9 +137,9 @@ public final class HTTPServer: @unchecked Sendable {
         ready.wait()
         if let error = registered.withLock({ $0 }) {
             close(fd)
-            state.withLock { $0.started = false }
             throw error
         }
+        listening = true
         state.withLock {
             $0.listener = listener
             $0.port = port
@@ -205,10 +207,16 @@ public final class HTTPServer: @unchecked Sendable {
         if connections.isEmpty {
             shutdownDone = nil
             done()
-        } else if EventLoop.now() >= shutdownDeadline {
+        } else if EventLoop.now() >= shutdownDeadline && !forceClosing {
+            // Each close reports back through `closed`; check once at the end, not once per close.
+            forceClosing = true
             for connection in Array(connections.values) { connection.close() }
+            forceClosing = false
+            checkShutdownDone()
         }
     }
+
+    private var forceClosing = false
 
     var isStopping: Bool { state.withLock { $0.stopping } }
 
@@ -217,12 +225,20 @@ public final class HTTPServer: @unchecked Sendable {
     fileprivate func accept(listenerFD: Int32) {
         while true {
             let fd = atoll_accept_nonblocking(listenerFD)
-            if fd < 0 { return }  // EAGAIN, or a transient error (EMFILE: try again on the next event)
+            if fd < 0 {
+                // Out of descriptors: the pending connection stays readable, so stop listening until
+                // a connection closes or the next tick, instead of waking the loop without end.
+                if errno == EMFILE || errno == ENFILE { listener?.pause() }
+                return
+            }
             counterStore.withLock { $0.acceptedConnections += 1 }
             Socket.setNoDelay(fd)
             if connections.count >= configuration.maxConnections || isStopping {
-                let busy = HTTPResponse.error(.serviceUnavailable, "server busy").serialized(keepAlive: false)
-                _ = busy.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                // A plain-text answer means nothing to a TLS client: just close.
+                if tlsContext == nil {
+                    let busy = HTTPResponse.error(.serviceUnavailable, "server busy").serialized(keepAlive: false)
+                    _ = busy.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                }
                 close(fd)
                 continue
             }
@@ -253,8 +269,12 @@ public final class HTTPServer: @unchecked Sendable {
         connections[ObjectIdentifier(connection)] = nil
         let open = connections.count
         counterStore.withLock { $0.openConnections = open }
-        checkShutdownDone()
+        if !forceClosing { checkShutdownDone() }
+        listener?.resume()
     }
+
+    /// The listener, for the loop thread (paused while the process is out of descriptors).
+    private var listener: Listener? { state.withLock { $0.listener } }
 
     fileprivate func match(method: String, path: String) -> RouteMatch {
         router.withLock { $0.match(method: method, path: path) }
@@ -279,8 +299,23 @@ private final class Listener: LoopHandler, @unchecked Sendable {
         self.fd = fd
         self.server = server
     }
+    private var paused = false
     func handleEvents(_ events: UInt32) { server.accept(listenerFD: fd) }
-    func tick(now: Double) { server.checkShutdownDone() }
+    func tick(now: Double) {
+        resume()
+        server.checkShutdownDone()
+    }
+    func loopStopped() { close() }
+    func pause() {
+        guard !paused, !closed else { return }
+        paused = true
+        server.loop.modify(fd, events: 0)
+    }
+    func resume() {
+        guard paused, !closed else { return }
+        paused = false
+        server.loop.modify(fd, events: EPOLLIN.rawValue)
+    }
     func close() {
         guard !closed else { return }
         closed = true
@@ -422,8 +457,13 @@ private final class ServerConnection: Channel {
         case let .message(message, consumed):
             messageStartedAt = nil
             let rest = UnsafeRawBufferPointer(rebasing: bytes[consumed...])
-            if message.upgrade {
+            if message.upgrade && message.headers.tokens("Upgrade").contains("websocket") {
                 upgrade(message, leftover: rest)
+            } else if message.upgrade && (message.headers["Content-Length"].map { $0 != "0" } ?? false
+                                          || message.headers["Transfer-Encoding"] != nil) {
+                // Another protocol (h2c…) may be ignored (RFC 9110 §7.8), but the parser stops at the
+                // head of an upgrade request, so a body would be taken for the next request.
+                reject(.badRequest, "an Upgrade to \(message.headers["Upgrade"] ?? "?") with a body is not supported")
             } else {
                 pending = Array(rest)
                 dispatch(message)
@@ -508,12 +548,30 @@ private final class ServerConnection: Channel {
             closeAfterFlush()
             return
         }
+        resumeRequests()
+    }
+
+    /// Bytes of answers waiting to be written above which the next request waits (a client that
+    /// pipelines requests without reading the answers does not grow the server's memory).
+    private static let responseHighMark = 1 << 20
+
+    private func resumeRequests() {
+        guard !handling, !closeWhenFlushed, !isClosed, webSocket == nil else { return }
+        if pendingOutgoing > Self.responseHighMark {
+            readPaused = true
+            return
+        }
         readPaused = false
         if !pending.isEmpty {
             let rest = pending
             pending = []
             rest.withUnsafeBytes { parse($0) }
         }
+    }
+
+    override func writable() {
+        if webSocket != nil { return super.writable() }
+        if readPaused && !handling { resumeRequests() }
     }
 
     private func upgrade(_ message: ParsedMessage, leftover: UnsafeRawBufferPointer) {
@@ -589,7 +647,14 @@ private final class ServerConnection: Channel {
             if now - acceptedAt > configuration.handshakeTimeout { close() }
             return
         }
-        if handling || closeWhenFlushed { return }
+        // Idle means nothing in either direction: a slow download is not idle.
+        let idleSince = max(lastActivity, lastWrite)
+        if closeWhenFlushed {
+            // Closing once the answer is written, to a client that does not read it.
+            if now - idleSince > configuration.idleTimeout { close() }
+            return
+        }
+        if handling { return }
         if let started = messageStartedAt {
             // A slow client (slowloris): the head, or the whole request, takes too long.
             let limit = parser.headComplete ? configuration.requestTimeout : configuration.headerTimeout
@@ -597,7 +662,7 @@ private final class ServerConnection: Channel {
                 server.count { $0.rejectedRequests += 1 }
                 reject(.requestTimeout, "request not received in time")
             }
-        } else if now - lastActivity > configuration.idleTimeout {
+        } else if now - idleSince > configuration.idleTimeout {
             close()
         }
     }

@@ -56,6 +56,7 @@ final class TLSContext: @unchecked Sendable {
         guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw NetError.tls(lastError()) }
         let context = TLSContext(ctx, verifyPeer: false)
         _ = atoll_ssl_ctx_set_min_proto_version(ctx, TLS1_2_VERSION)
+        atoll_ssl_ctx_ignore_unexpected_eof(ctx)
         guard SSL_CTX_use_certificate_chain_file(ctx, configuration.certificateFile) == 1 else {
             throw NetError.tls("certificate \(configuration.certificateFile): \(lastError())")
         }
@@ -72,6 +73,9 @@ final class TLSContext: @unchecked Sendable {
         guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw NetError.tls(lastError()) }
         let context = TLSContext(ctx, verifyPeer: configuration.verifyPeer)
         _ = atoll_ssl_ctx_set_min_proto_version(ctx, TLS1_2_VERSION)
+        // A peer that closes without close_notify ends the stream (as with plain TCP), which
+        // bodies delimited by the connection's end rely on.
+        atoll_ssl_ctx_ignore_unexpected_eof(ctx)
         if let file = configuration.trustedCertificatesFile {
             guard SSL_CTX_load_verify_locations(ctx, file, nil) == 1 else {
                 throw NetError.tls("trusted certificates \(file): \(lastError())")

@@ -50,7 +50,12 @@ public final class WebSocket: @unchecked Sendable {
     private var input: [UInt8] = []
     private var inputOffset = 0
     private var collected: [WebSocketEvent] = []
-    private var insideLibrary = false
+    /// Depth of wslay calls and event deliveries under way. While it is not zero, writing
+    /// (`pump`) and the end of the connection wait: wslay must not be re-entered or freed from a
+    /// callback, and a handler must not see `.closed` (or a nested event) from inside its own call.
+    private var busy = 0
+    private var pumpWanted = false
+    private var closeWanted = false
     private var lastReceived: Double
     private var pingSentAt: Double?
     private var closingSince: Double?
@@ -137,6 +142,9 @@ public final class WebSocket: @unchecked Sendable {
     /// Sends one message as several frames, one per part (parts over 4 KB are split further).
     /// For a text message the joined parts must be UTF-8; each part need not be.
     public func send(fragments: [[UInt8]], text: Bool = false) throws {
+        // Empty parts make no frames (wslay takes a read of 0 bytes for "nothing yet").
+        let fragments = fragments.filter { !$0.isEmpty }
+        if fragments.isEmpty { return try text ? send("") : send([UInt8]()) }
         let total = fragments.reduce(0) { $0 + $1.count }
         try reserve(total)
         let opcode = UInt8(text ? WSLAY_TEXT_FRAME.rawValue : WSLAY_BINARY_FRAME.rawValue)
@@ -223,12 +231,13 @@ public final class WebSocket: @unchecked Sendable {
 
     func received(_ bytes: UnsafeRawBufferPointer) {
         guard let context else { return }
+        // After a close (sent for an error, or received), wslay reads no more: drop the bytes.
+        guard wslay_event_want_read(context) != 0 else { return }
         lastReceived = EventLoop.now()
         pingSentAt = nil
         input.append(contentsOf: bytes)
-        insideLibrary = true
+        busy += 1
         let status = wslay_event_recv(context)
-        insideLibrary = false
         if inputOffset >= input.count {
             input = []
             inputOffset = 0
@@ -237,26 +246,44 @@ public final class WebSocket: @unchecked Sendable {
             inputOffset = 0
         }
         deliverCollected()
-        if status != 0 {
-            abort("receive failed (\(status))")
-            return
+        busy -= 1
+        if status != 0 && !closeWanted { abortReason = "receive failed (\(status))" }
+        settle(failed: status != 0)
+    }
+
+    /// After the outermost wslay call or delivery: end the connection if it closed meanwhile,
+    /// else write what is queued.
+    private func settle(failed: Bool = false) {
+        guard busy == 0 else { return }
+        if closeWanted {
+            finishClosed()
+        } else if failed {
+            channel?.close()
+        } else {
+            pumpWanted = false
+            pump()
         }
-        pump()
     }
 
     func writable() { pump() }
 
     /// Writes what wslay has queued, then closes the socket when both sides sent their close.
     func pump() {
-        guard let context, let channel, !insideLibrary else { return }
+        guard let context, let channel else { return }
+        if busy > 0 {
+            pumpWanted = true
+            return
+        }
+        var status: Int32 = 0
         if wslay_event_want_write(context) != 0 {
-            insideLibrary = true
-            let status = wslay_event_send(context)
-            insideLibrary = false
-            if status != 0 {
-                abort("send failed (\(status))")
-                return
-            }
+            busy += 1
+            status = wslay_event_send(context)
+            busy -= 1
+        }
+        if closeWanted { return finishClosed() }
+        if status != 0 {
+            abort("send failed (\(status))")
+            return
         }
         if !fragmentSources.isEmpty {
             // wslay reads no more of a source once it reported the end.
@@ -266,7 +293,8 @@ public final class WebSocket: @unchecked Sendable {
                 return done
             }
         }
-        let queued = wslay_event_get_queued_msg_length(context) + channel.pendingOutgoing
+        let fragmentBytes = fragmentSources.reduce(0) { $0 + $1.takeUnretainedValue().remaining }
+        let queued = wslay_event_get_queued_msg_length(context) + channel.pendingOutgoing + fragmentBytes
         inLibrary.store(queued, ordering: .relaxed)
         if queued > options.maxQueuedBytes / 2 {
             channel.readPaused = true
@@ -308,6 +336,8 @@ public final class WebSocket: @unchecked Sendable {
             return
         }
         guard options.pingInterval > 0, closingSince == nil else { return }
+        // While reading is paused (backpressure) the peer's pong may wait unread in the kernel.
+        if channel?.readPaused == true { pingSentAt = pingSentAt.map { _ in now }; return }
         if let sent = pingSentAt {
             if now - sent > options.pongTimeout { abort("no answer to a ping within \(options.pongTimeout) s") }
         } else if now - lastReceived >= options.pingInterval {
@@ -318,8 +348,18 @@ public final class WebSocket: @unchecked Sendable {
         }
     }
 
-    /// The socket is gone: report the close and free the framing state.
+    /// The socket is gone: report the close and free the framing state (after the wslay call or
+    /// delivery under way, if any).
     func channelClosed() {
+        if busy > 0 {
+            closeWanted = true
+            return
+        }
+        finishClosed()
+    }
+
+    private func finishClosed() {
+        closeWanted = false
         guard let context else { return }
         accepting.store(false, ordering: .releasing)
         let received = wslay_event_get_close_received(context) != 0
@@ -470,9 +510,16 @@ final class FragmentSource {
     private let parts: [[UInt8]]
     private var index = 0
     private var offset = 0
-    init(parts: [[UInt8]]) { self.parts = parts }
+    init(parts: [[UInt8]]) {
+        self.parts = parts
+        total = parts.reduce(0) { $0 + $1.count }
+    }
 
+    private var consumed = 0
+    private let total: Int
     var finished: Bool { index >= parts.count }
+    /// Bytes not yet handed to wslay (counted in the socket's queued bytes).
+    var remaining: Int { total - consumed }
 
     func read(into buffer: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
         while index < parts.count && parts[index].isEmpty { index += 1 }
@@ -481,6 +528,7 @@ final class FragmentSource {
         let count = min(capacity, part.count - offset)
         part.withUnsafeBufferPointer { buffer.update(from: $0.baseAddress!.advanced(by: offset), count: count) }
         offset += count
+        consumed += count
         if offset == part.count {
             index += 1
             offset = 0

@@ -13,3 +13,6 @@ static inline long atoll_ssl_set_tlsext_host_name(SSL *ssl, const char *name) {
 static inline long atoll_ssl_ctx_set_min_proto_version(SSL_CTX *ctx, int version) {
     return SSL_CTX_set_min_proto_version(ctx, version);
 }
+static inline void atoll_ssl_ctx_ignore_unexpected_eof(SSL_CTX *ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+}

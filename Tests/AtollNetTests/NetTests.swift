@@ -100,6 +100,31 @@ final class HTTPServerTests: XCTestCase {
         XCTAssertTrue(try ask("GET /items/1 HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").hasPrefix("HTTP/1.1 400 "))
     }
 
+    func testTrailersBodilessStatusesAndOtherUpgrades() throws {
+        let server = try startServer { server in
+            server.route("POST", "/sum") { request in HTTPResponse(text: "\(request.body.count)") }
+            server.route("GET", "/trailer") { request in HTTPResponse(text: request.headers["X-Trailer"] ?? "none") }
+            server.route("GET", "/empty") { _ in HTTPResponse(status: .noContent, body: Array("ignored".utf8)) }
+        }
+        defer { Task { await server.shutdown() } }
+        let fd = try connectRaw(port: server.port)
+        defer { close(fd) }
+        // A chunked body with a trailer field, then a request that must not inherit it; a 204
+        // whose handler gave a body (dropped: it would be read as the next response); and an
+        // Upgrade to another protocol, which is ignored.
+        let requests = "POST /sum HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "3\r\nabc\r\n0\r\nX-Trailer: leaked\r\n\r\n"
+            + "GET /trailer HTTP/1.1\r\nHost: x\r\n\r\n"
+            + "GET /empty HTTP/1.1\r\nHost: x\r\n\r\n"
+            + "GET /trailer HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: h2c\r\n\r\n"
+        sendAll(fd, Array(requests.utf8))
+        let answer = String(decoding: readUntilClosed(fd), as: UTF8.self)
+        let bodies = answer.components(separatedBy: "\r\n\r\n").dropFirst().map { $0.prefix { $0 != "H" } }
+        XCTAssertEqual(Array(bodies), ["3", "none", "", "none"], answer)
+        XCTAssertTrue(answer.contains("HTTP/1.1 204 No Content\r\n"), answer)
+        XCTAssertFalse(answer.contains("ignored"), answer)
+    }
+
     func testPipelinedRequestsAnswerInOrder() throws {
         let server = try startServer { server in
             server.route("GET", "/slow") { _ in
@@ -255,6 +280,77 @@ final class WebSocketTests: XCTestCase {
         XCTAssertThrowsError(try socket.send("late")) { error in
             guard case NetError.closed = error else { return XCTFail("\(error)") }
         }
+    }
+
+    func testEmptyFragmentsAndEmptyMessages() async throws {
+        let server = try echoServer()
+        defer { Task { await server.shutdown() } }
+        var options = WebSocketClientOptions()
+        options.subprotocols = ["echo.v1"]
+        let socket = try await WebSocket.connect(to: wsURL(server, "/echo"), options: options)
+        let reader = EventReader(socket)
+        try socket.send(fragments: [[1, 2], [], [3]])
+        try await reader.expect(.binary([1, 2, 3]))
+        try socket.send(fragments: [[1, 2], []])
+        try await reader.expect(.binary([1, 2]))
+        try socket.send(fragments: [], text: true)
+        try await reader.expect(.text(""))
+        try socket.send(fragments: [[]])
+        try await reader.expect(.binary([]))
+        XCTAssertEqual(socket.queuedBytes, 0)
+        socket.close()
+        _ = try await reader.closed()
+    }
+
+    func testEventsAreDeliveredOneAtATimeEvenWhenTheHandlerSends() async throws {
+        // A peer sends two messages and its close in one write; the handler answers each message.
+        // It must see a, b, then .closed — never an event from inside its own call.
+        let listener = try RawListener()
+        let accepted = Task.detached { listener.acceptWebSocket() }
+        let socket = try await WebSocket.connect(to: "ws://127.0.0.1:\(listener.port)/")
+        let peer = await accepted.value
+        defer { close(peer) }
+        final class Log: @unchecked Sendable {
+            let lock = NSLock()
+            var events: [WebSocketEvent] = []
+            var depth = 0
+            var maxDepth = 0
+        }
+        let log = Log()
+        socket.onEvent = { event in
+            log.lock.withLock {
+                log.depth += 1
+                log.maxDepth = max(log.maxDepth, log.depth)
+                log.events.append(event)
+            }
+            if case let .text(text) = event { try? socket.send("re:" + text) }
+            log.lock.withLock { log.depth -= 1 }
+        }
+        // Unmasked server frames: text "a", text "b", close 1000.
+        sendAll(peer, [0x81, 1, 0x61, 0x81, 1, 0x62, 0x88, 2, 0x03, 0xE8])
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline, log.lock.withLock({ log.events.count }) < 3 { try await Task.sleep(nanoseconds: 5_000_000) }
+        log.lock.withLock {
+            XCTAssertEqual(log.events, [.text("a"), .text("b"), .closed(code: 1000, reason: "")])
+            XCTAssertEqual(log.maxDepth, 1, "an event was delivered inside the handler's own call")
+        }
+    }
+
+    func testStoppingALoopClosesItsSockets() async throws {
+        let server = try echoServer()
+        defer { Task { await server.shutdown() } }
+        let loop = try EventLoop(name: "test-client")
+        var options = WebSocketClientOptions()
+        options.subprotocols = ["echo.v1"]
+        let socket = try await WebSocket.connect(to: wsURL(server, "/echo"), options: options, loop: loop)
+        let reader = EventReader(socket)
+        loop.stop()
+        let closed = try await reader.closed()
+        XCTAssertEqual(closed.code, 1006)
+        do {
+            _ = try await WebSocket.connect(to: wsURL(server, "/echo"), options: options, loop: loop)
+            XCTFail("connected on a stopped loop")
+        } catch NetError.loopStopped {}
     }
 
     func testUpgradeRefusals() async throws {

@@ -592,6 +592,12 @@ def peer_http(method: str, url: str, *options: Any, timeout: float = 30.0) -> Tu
     return done.returncode, json.loads(lines[0])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # MARK: - fixtures
 
 

@@ -22,7 +22,7 @@ from typing import Callable, List, Optional
 
 import pytest
 
-from conftest import (SLOW, Bystander, PeerServer, RawWebSocket, assert_serving, encode_frame, raw_request,
+from conftest import (SLOW, Bystander, PeerServer, RawWebSocket, assert_serving, cpu_seconds, encode_frame, raw_request,
                       read_frame, read_reply, read_until, upgrade_request, wait_closed, wait_for, websocket_accept)
 
 TEXT, BINARY, CLOSE, PING, PONG, CONTINUATION = 0x1, 0x2, 0x8, 0x9, 0xA, 0x0
@@ -517,3 +517,20 @@ def test_client_fails_on_a_bad_frame(raw_server, peer_client, frame: bytes, code
     assert frames and frames[-1].opcode == CLOSE and frames[-1].close_code == code, frames
     assert all(f.masked for f in frames), "client frames must be masked (RFC 6455 5.3)"
     assert client.wait() == 0
+
+
+def test_a_client_reset_while_its_request_is_handled_does_not_spin(start_server) -> None:
+    # While a handler runs the connection does not read; a reset then shows as EPOLLHUP/EPOLLERR,
+    # which epoll reports whatever the interest: the server must close, not wake up without end.
+    server = start_server()
+    sock = socket.create_connection((server.host, server.port), timeout=5 * SLOW)
+    sock.sendall(b"GET /slow?ms=2000 HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+    time.sleep(0.2)
+    before = cpu_seconds(server.process.pid)
+    time.sleep(1.0)
+    used = cpu_seconds(server.process.pid) - before
+    assert used < 0.3, f"the server used {used:.2f} s of CPU in 1 s after a client reset during a handler"
+    assert_serving(server)

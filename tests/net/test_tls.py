@@ -20,7 +20,7 @@ from typing import Tuple
 import pytest
 from websockets.sync.client import connect
 
-from conftest import SLOW, Bystander, PeerServer, http_request, peer_http, sha256, wait_for
+from conftest import SLOW, Bystander, PeerServer, cpu_seconds, http_request, peer_http, sha256, wait_for
 
 
 def make_certificate(directory: Path, name: str, san: str) -> Tuple[Path, Path]:
@@ -192,12 +192,6 @@ def dropped_or_dead(server: PeerServer, context) -> bool:
         return peer_stats(server, context)["connections"] == 1
     except OSError:  # refused or cut off (ssl.SSLError is an OSError): dead or dying
         return not server.running
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_stalled_tls_handshake_does_not_spin(tls_server: PeerServer) -> None:
