@@ -1,13 +1,14 @@
 // Linux event APIs Glibc's Swift module does not export.
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <sys/socket.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <netinet/tcp.h>
 
-/// accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC (a GNU extension).
+// accept4 is declared only under _GNU_SOURCE, and defining that here changes other structures
+// (fd_set) from what the other C modules of the program see: declare it alone.
+extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
+
+/// accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC.
 static inline int atoll_accept_nonblocking(int fd) {
     return accept4(fd, 0, 0, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
