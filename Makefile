@@ -7,6 +7,7 @@
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, and the atoll command on one of them
 #   make bench   deps, then bench/run (storage) and bench/net/run (network); make bench-net: network only
+#   make memcheck-net   tests/net with the servers under valgrind
 #   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
 #   make clean   removes build/ and .build/ (distclean also removes .venv)
 #
@@ -43,7 +44,7 @@ ATOLL_NET_PEER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-net-peer
 CLI_TESTS := tests/cli
 ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
 
-.PHONY: deps build test demo bench bench-net install clean distclean
+.PHONY: deps build test demo bench bench-net memcheck-net install clean distclean
 
 deps:
 	@missing=""; \
@@ -121,6 +122,14 @@ bench: deps
 # The network benchmark alone (bench/net/run: 1,000 WebSockets, echo load, HTTP with wrk).
 bench-net: deps
 	./bench/net/run
+
+# tests/net with every server under valgrind (memory errors and definite leaks fail the server's
+# clean-exit check); about 3 minutes. Possible leaks are the Swift runtime's caches and threads.
+memcheck-net: deps build
+	@command -v valgrind >/dev/null || { echo "memcheck-net: apt-get install valgrind" >&2; exit 1; }
+	ATOLL_NET_PEER=$(ATOLL_NET_PEER) \
+	ATOLL_NET_PEER_WRAPPER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q" \
+	    $(VENV)/bin/pytest -q $(NET_TESTS)
 
 # Installs libatoll.so.0, atoll.h, atoll.pc, the CMake package and the atoll command under PREFIX.
 PREFIX ?= /usr/local
