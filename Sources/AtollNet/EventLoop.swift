@@ -37,8 +37,9 @@ public final class EventLoop: @unchecked Sendable {
     private var lastTick = 0.0
     /// Scratch space for reads, shared by the loop's connections: they copy out only what they keep.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
-    private var thread: Thread?
-    private let done = DispatchSemaphore(value: 0)
+    /// The loop's thread, joined by `stop()` (so that when it returns the thread has ended,
+    /// thread-local state of the libraries included).
+    private var thread: pthread_t = 0
 
     /// A loop for clients that don't bring their own; started on first use and never stopped.
     public static let shared: EventLoop = {
@@ -64,12 +65,24 @@ public final class EventLoop: @unchecked Sendable {
             close(ep); close(wake)
             throw NetError.system("epoll_ctl", code)
         }
-        // The thread keeps the loop alive until `stop()`.
-        let thread = Thread { self.run() }
-        thread.name = name
-        thread.stackSize = 1 << 20
-        self.thread = thread
-        thread.start()
+        // The thread holds a reference to the loop until its run ends.
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setstacksize(&attributes, 1 << 20)
+        let context = Unmanaged.passRetained(LoopStart(loop: self, name: name)).toOpaque()
+        let created = pthread_create(&thread, &attributes, { argument in
+            guard let argument else { return nil }
+            let start = Unmanaged<LoopStart>.fromOpaque(argument).takeRetainedValue()
+            _ = pthread_setname_np(pthread_self(), String(start.name.prefix(15)))
+            start.loop.run()
+            return nil
+        }, context)
+        guard created == 0 else {
+            Unmanaged<LoopStart>.fromOpaque(context).release()
+            close(ep); close(wake)
+            throw NetError.system("pthread_create", created)
+        }
     }
 
     /// Writes to a socket the peer has reset raise SIGPIPE, which kills a process by default.
@@ -131,11 +144,16 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Stops the loop thread after the work already queued; connections still open are closed
     /// (sockets get `.closed`, connects in progress fail). Work handed to a stopped loop is
-    /// dropped. Waits for the thread unless called on it.
+    /// dropped. Returns when the thread has ended, unless called on it.
     public func stop() {
         guard !failedToStart, !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         wake()
-        if !inLoop { done.wait() }
+        if inLoop {
+            // The thread cannot wait for itself: it ends after the current event, on its own.
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
     }
 
     // MARK: registration (loop thread)
@@ -199,10 +217,7 @@ public final class EventLoop: @unchecked Sendable {
         for handler in Array(handlers.values) { handler.loopStopped() }
         runQueued()
         handlers.removeAll()
-        // The Thread object holds the closure that holds this loop: let go of it, or a stopped
-        // loop is never freed.
-        thread = nil
-        done.signal()
+
     }
 
     private func runQueued() {
@@ -215,5 +230,15 @@ public final class EventLoop: @unchecked Sendable {
             if work.isEmpty { return }
             for item in work { item.run() }
         }
+    }
+}
+
+/// What a new loop thread starts with.
+private final class LoopStart {
+    let loop: EventLoop
+    let name: String
+    init(loop: EventLoop, name: String) {
+        self.loop = loop
+        self.name = name
     }
 }

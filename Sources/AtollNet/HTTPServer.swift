@@ -151,45 +151,44 @@ public final class HTTPServer: @unchecked Sendable {
     /// Returns when every connection is closed (and the server's own loop stopped).
     public func shutdown() async {
         // The first call does the work; later calls wait for it to finish.
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let action = state.withLock { state -> Int in
-                if state.stopped { return 0 }
-                state.waiters.append(continuation)
-                if state.stopping { return 1 }
-                state.stopping = true
-                return 2
-            }
-            switch action {
-            case 0: continuation.resume()
-            case 2: startShutdown()
-            default: break
-            }
+        let first = state.withLock { state -> Bool in
+            defer { state.stopping = true }
+            return !state.stopping
         }
-    }
-
-    private func startShutdown() {
+        guard first else {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let done = state.withLock { state -> Bool in
+                    if !state.stopped { state.waiters.append(continuation) }
+                    return state.stopped
+                }
+                if done { continuation.resume() }
+            }
+            return
+        }
         let listener = state.withLock { state -> Listener? in
             defer { state.listener = nil }
             return state.listener
         }
-        let finish: @Sendable () -> Void = { [self] in
-            if ownsLoop { loop.stop() }
-            // A stopped server serves nothing more: dropping its routes also frees handlers that
-            // capture the server itself (a cycle otherwise).
-            router.withLock { $0 = Router() }
-            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                state.stopped = true
-                defer { state.waiters = [] }
-                return state.waiters
+        if (try? loop.checkRunning()) != nil {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                loop.execute {
+                    listener?.close()
+                    self.beginShutdown { continuation.resume() }
+                }
             }
-            for waiter in waiters { waiter.resume() }
         }
-        guard (try? loop.checkRunning()) != nil else { return finish() }
-        loop.execute {
-            listener?.close()
-            // Stopping the loop from its own thread only marks it; the thread ends after this event.
-            self.beginShutdown(finish)
+        // Stopped from here, not from the loop's thread, so that the thread has ended (and its
+        // libraries' thread-local state is freed) when this returns.
+        if ownsLoop { loop.stop() }
+        // A stopped server serves nothing more: dropping its routes also frees handlers that
+        // capture the server itself (a cycle otherwise).
+        router.withLock { $0 = Router() }
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.stopped = true
+            defer { state.waiters = [] }
+            return state.waiters
         }
+        for waiter in waiters { waiter.resume() }
     }
 
     private var shutdownDone: (() -> Void)?
