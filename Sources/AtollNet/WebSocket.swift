@@ -54,7 +54,6 @@ public final class WebSocket: @unchecked Sendable {
     /// (`pump`) and the end of the connection wait: wslay must not be re-entered or freed from a
     /// callback, and a handler must not see `.closed` (or a nested event) from inside its own call.
     private var busy = 0
-    private var pumpWanted = false
     private var closeWanted = false
     private var lastReceived: Double
     private var pingSentAt: Double?
@@ -260,7 +259,6 @@ public final class WebSocket: @unchecked Sendable {
         } else if failed {
             channel?.close()
         } else {
-            pumpWanted = false
             pump()
         }
     }
@@ -270,10 +268,8 @@ public final class WebSocket: @unchecked Sendable {
     /// Writes what wslay has queued, then closes the socket when both sides sent their close.
     func pump() {
         guard let context, let channel else { return }
-        if busy > 0 {
-            pumpWanted = true
-            return
-        }
+        // Inside a wslay call or a delivery: `settle` pumps once it is over.
+        if busy > 0 { return }
         var status: Int32 = 0
         if wslay_event_want_write(context) != 0 {
             busy += 1
