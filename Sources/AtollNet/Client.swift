@@ -162,7 +162,7 @@ final class ClientConnection: Channel {
                 once.withLock { $0.take() }?.resume(with: result.mapError { $0 as Error })
             }
             let tlsBox = UncheckedSendable(tlsContext)
-            loop.execute {
+            let accepted = loop.execute {
                 do {
                     let fd = try Socket.startConnect(family: address.family, address: address.address)
                     let transport: Transport
@@ -191,6 +191,8 @@ final class ClientConnection: Channel {
                     finish(.failure(.closed("\(error)")))
                 }
             }
+            // The loop stopped after the check above: the connect will never start.
+            if !accepted { finish(.failure(.loopStopped)) }
         }
     }
 

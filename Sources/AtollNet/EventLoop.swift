@@ -29,7 +29,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Work handed to the loop thread. Closures queued from the loop itself capture loop-only
     /// state; the loop runs each on its thread, so passing them through the lock is safe.
     private struct Work: @unchecked Sendable { let run: () -> Void }
-    private let queue = Mutex<[Work]>([])
+    private let queue = Mutex<(work: [Work], open: Bool)>(([], true))
     private let stopped = Atomic<Bool>(false)
     private let threadStarted = Mutex<pthread_t?>(nil)
     // Loop-thread state.
@@ -102,6 +102,7 @@ public final class EventLoop: @unchecked Sendable {
         epoll = -1
         wakeFD = -1
         failedToStart = true
+        queue.withLock { $0.open = false }
     }
 
     deinit {
@@ -118,19 +119,25 @@ public final class EventLoop: @unchecked Sendable {
         return pthread_equal(id, pthread_self()) != 0
     }
 
-    /// Runs `work` on the loop thread: at once when called there, else soon after.
-    public func execute(_ work: @escaping @Sendable () -> Void) {
-        if inLoop { work(); return }
-        enqueue(work)
+    /// Runs `work` on the loop thread: at once when called there, else soon after. Returns false
+    /// (and drops the work) when the loop has stopped: it will never run.
+    @discardableResult
+    public func execute(_ work: @escaping @Sendable () -> Void) -> Bool {
+        if inLoop { work(); return true }
+        return enqueue(work)
     }
 
-    /// Queues `work` for the loop thread even when called from it (it runs after the current event).
-    func enqueue(_ work: @escaping () -> Void) {
-        let first = queue.withLock { pending -> Bool in
-            pending.append(Work(run: work))
-            return pending.count == 1
+    /// Queues `work` for the loop thread even when called from it (it runs after the current
+    /// event); false when the loop has stopped.
+    @discardableResult
+    func enqueue(_ work: @escaping () -> Void) -> Bool {
+        let (accepted, first) = queue.withLock { queue -> (Bool, Bool) in
+            guard queue.open else { return (false, false) }
+            queue.work.append(Work(run: work))
+            return (true, queue.work.count == 1)
         }
         if first { wake() }
+        return accepted
     }
 
     private func wake() {
@@ -215,16 +222,17 @@ public final class EventLoop: @unchecked Sendable {
         // Whatever is still open is closed the normal way: awaiting connects fail, sockets report
         // `.closed`, descriptors are released.
         for handler in Array(handlers.values) { handler.loopStopped() }
+        // From here work handed to the loop is refused (its callers learn it will not run).
+        queue.withLock { $0.open = false }
         runQueued()
         handlers.removeAll()
-
     }
 
     private func runQueued() {
         while true {
-            let work = queue.withLock { pending -> [Work] in
-                let taken = pending
-                pending = []
+            let work = queue.withLock { queue -> [Work] in
+                let taken = queue.work
+                queue.work = []
                 return taken
             }
             if work.isEmpty { return }

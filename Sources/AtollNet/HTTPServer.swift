@@ -169,13 +169,13 @@ public final class HTTPServer: @unchecked Sendable {
             defer { state.listener = nil }
             return state.listener
         }
-        if (try? loop.checkRunning()) != nil {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                loop.execute {
-                    listener?.close()
-                    self.beginShutdown { continuation.resume() }
-                }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let accepted = loop.execute {
+                listener?.close()
+                self.beginShutdown { continuation.resume() }
             }
+            // A loop already stopped has closed every connection (and the listener) itself.
+            if !accepted { continuation.resume() }
         }
         // Stopped from here, not from the loop's thread, so that the thread has ended (and its
         // libraries' thread-local state is freed) when this returns.

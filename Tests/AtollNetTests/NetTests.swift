@@ -203,6 +203,19 @@ final class HTTPServerTests: XCTestCase {
         }
     }
 
+    func testShutdownReturnsWhenItsLoopWasStoppedFirst() async throws {
+        let loop = try EventLoop(name: "test-server")
+        let server = try HTTPServer(loop: loop)
+        server.route("GET", "/") { _ in HTTPResponse(text: "ok") }
+        try server.start()
+        let response = try await HTTPClient.request("GET", server.url + "/")
+        XCTAssertEqual(response.text, "ok")
+        loop.stop()
+        XCTAssertFalse(loop.execute {}, "a stopped loop refuses work")
+        await server.shutdown()
+        XCTAssertEqual(server.counters.openConnections, 0)
+    }
+
     func testClientErrors() async throws {
         do {
             _ = try await HTTPClient.request("GET", "ftp://example.com/")
