@@ -4,7 +4,8 @@ import Foundation
 // It is private to the file (readers go through `Store.changes(after:)`); byte 0 of each chunk
 // is the format version so that the format can evolve.
 
-let changeLogFormat: UInt8 = 1
+/// 2: a `listMove` carries the moved value (format 1 chunks, without it, are still read).
+let changeLogFormat: UInt8 = 2
 
 struct BinaryWriter {
     var bytes: [UInt8] = []

@@ -77,7 +77,7 @@ final class ChangeRecorder {
         default: break
         }
         if ins.op == .listMove { writer.signed(Int64(ins.toIndex ?? 0)) }
-        if ins.op.carriesValue { writer.value(ins.value ?? .null) }
+        if ins.op.carriesValue || ins.op == .listMove { writer.value(ins.value ?? .null) }
         pendingCount += 1
     }
 
@@ -146,7 +146,9 @@ final class ChangeRecorder {
     /// The instructions of one chunk.
     static func decode(_ bytes: [UInt8]) throws -> [Instruction] {
         var reader = BinaryReader(bytes)
-        guard !reader.atEnd, try reader.byte() == changeLogFormat else {
+        guard !reader.atEnd else { throw AtollError(.file, "the change log has an unknown format") }
+        let format = try reader.byte()
+        guard format == 1 || format == changeLogFormat else {
             throw AtollError(.file, "the change log has an unknown format")
         }
         var out = [Instruction]()
@@ -187,7 +189,7 @@ final class ChangeRecorder {
                 default: break
                 }
                 if op == .listMove { ins.toIndex = Int(try reader.signed()) }
-                if op.carriesValue { ins.value = try reader.value() }
+                if op.carriesValue || (op == .listMove && format >= 2) { ins.value = try reader.value() }
             }
             out.append(ins)
         }

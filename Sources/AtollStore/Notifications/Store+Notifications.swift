@@ -207,6 +207,11 @@ extension Store {
             while try holds.step() {
                 let holder = holds.string(0)
                 if holder == ProcessIdentity.current { continue }
+                if holder == Self.syncHolder {
+                    // The sync client's upload cursor: kept until the server has the changes.
+                    floor = min(floor, UInt64(max(0, holds.int64(1))))
+                    continue
+                }
                 if ProcessIdentity.isAlive(holder) {
                     floor = min(floor, UInt64(max(0, holds.int64(1))))
                 } else {

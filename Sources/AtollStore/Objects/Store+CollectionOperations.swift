@@ -49,6 +49,9 @@ extension Store {
             try checkIndex(from, 0..<count, info, p)
             try checkIndex(to, 0..<count, info, p)
             guard from != to else { return }
+            // The moved value travels with the instruction (sync sends a move as erase + insert).
+            var moved = Value.null
+            if case .list(let items) = try readCollection(info, p, owner, conn), items.indices.contains(from) { moved = items[from] }
             let s = try conn.statement("UPDATE \(info.listTable(p)) SET position = -1 WHERE owner = ? AND position = ?")
             s.bind(1, owner)
             s.bind(2, Int64(from))
@@ -62,7 +65,7 @@ extension Store {
             put.bind(1, Int64(to))
             put.bind(2, owner)
             try put.run()
-            rec.record(Instruction(.listMove, info.name, ref, path: [.key(p.name)], index: from, toIndex: to))
+            rec.record(Instruction(.listMove, info.name, ref, path: [.key(p.name)], value: moved, index: from, toIndex: to))
         }
     }
 

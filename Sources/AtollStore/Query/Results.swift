@@ -96,6 +96,10 @@ public final class Results: @unchecked Sendable {
     /// Whether the results are in row-key order (no SORT).
     var isUnsorted: Bool { inRowKeyOrder }
 
+    /// Whether the query only filters: no SORT, DISTINCT or LIMIT, so that whether an object
+    /// matches depends on that object alone (what sync subscriptions and permissions need).
+    public var isPlainFilter: Bool { compiled.rowLocal && compiled.limit == nil && inRowKeyOrder }
+
     /// Whether object `a` comes before object `b` in the results' order (both matching): SQLite
     /// orders the two rows by the query's own ORDER BY, so collations and NULLs sort as in
     /// the query.

@@ -3,7 +3,7 @@ import Foundation
 // How a property's values are checked, stored in SQLite and read back.
 extension Property {
     /// The value a new object gets when it leaves the property out.
-    var implicitDefault: Value {
+    public var implicitDefault: Value {
         if let defaultValue { return defaultValue }
         if collection == .dictionary { return .object(Document()) }
         if isCollection { return .list([]) }

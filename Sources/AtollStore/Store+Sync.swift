@@ -1,0 +1,115 @@
+import CSQLite
+import Foundation
+
+// What the sync engines (AtollSync, AtollServer) need of a store beyond objects: tables of their
+// own in the same file, written in the same transactions as the data, the version a write will
+// commit as, and a hold on the change log. Not for applications: the tables must be prefixed
+// `_atoll_sync`.
+
+/// SQL over a store's own metadata tables, inside the store's lock (and its write transaction,
+/// when one is open). Values bind as parameters; nothing is spliced into the SQL.
+public struct MetadataSQL {
+    let conn: Connection
+
+    /// Runs a statement that returns no rows.
+    public func execute(_ sql: String, _ arguments: [Value] = []) throws {
+        let s = try conn.statement(sql)
+        defer { s.reset() }
+        bind(s, arguments)
+        try s.run()
+    }
+
+    /// Runs a query; each row's columns as values (INTEGER → .int, REAL → .double, TEXT →
+    /// .string, BLOB → .data, NULL → .null).
+    public func rows(_ sql: String, _ arguments: [Value] = []) throws -> [[Value]] {
+        let s = try conn.statement(sql)
+        defer { s.reset() }
+        bind(s, arguments)
+        var out = [[Value]]()
+        let n = sqlite3_column_count(s.stmt)
+        while try s.step() {
+            var row = [Value]()
+            row.reserveCapacity(Int(n))
+            for i in 0..<n {
+                switch s.sqlValue(i) {
+                case .null: row.append(.null)
+                case .integer(let x): row.append(.int(x))
+                case .real(let x): row.append(.double(x))
+                case .text(let x): row.append(.string(x))
+                case .blob(let x): row.append(.data(x))
+                }
+            }
+            out.append(row)
+        }
+        return out
+    }
+
+    /// Runs `execute` for each argument list with one prepared statement.
+    public func executeMany(_ sql: String, _ argumentLists: [[Value]]) throws {
+        let s = try conn.statement(sql)
+        defer { s.reset() }
+        for arguments in argumentLists {
+            s.reset()
+            bind(s, arguments)
+            try s.run()
+        }
+    }
+
+    private func bind(_ s: Statement, _ arguments: [Value]) {
+        for (i, v) in arguments.enumerated() {
+            let at = Int32(i + 1)
+            switch v {
+            case .null: s.bindNull(at)
+            case .bool(let b): s.bind(at, Int64(b ? 1 : 0))
+            case .int(let x): s.bind(at, x)
+            case .float(let x): s.bind(at, Double(x))
+            case .double(let x): s.bind(at, x)
+            case .string(let x): s.bind(at, x)
+            case .data(let x): s.bind(at, x)
+            case .date(let t): s.bind(at, t.milliseconds)
+            default: s.bind(at, "\(v)")
+            }
+        }
+    }
+}
+
+extension Store {
+    /// Runs `body` with SQL access to the store's metadata tables, under the store's lock (in the
+    /// open write transaction, if any; otherwise in the current read snapshot or autocommit).
+    public func withMetadata<T>(_ body: (MetadataSQL) throws -> T) throws -> T {
+        try locked { conn in try body(MetadataSQL(conn: conn)) }
+    }
+
+    /// The change-log version the open write transaction will commit as (if it changes
+    /// anything); nil outside a write. The sync client notes the versions of its own writes
+    /// (downloads) so that it does not upload them.
+    public var writeVersion: UInt64? {
+        lock.lock()
+        defer { lock.unlock() }
+        return write?.version
+    }
+
+    /// Keeps the change log from being pruned past `version` (the sync client's upload cursor):
+    /// a permanent hold, unlike an observer's, which ends with its process. Call in a write.
+    public func holdChangeLog(from version: UInt64) throws {
+        try locked { conn in
+            try conn.execute("CREATE TABLE IF NOT EXISTS _atoll_holds (holder TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT")
+            let s = try conn.statement("INSERT OR REPLACE INTO _atoll_holds VALUES ('\(Self.syncHolder)', ?)")
+            s.bind(1, Int64(clamping: version))
+            try s.run()
+        }
+    }
+
+    /// The holder name of the sync client's hold in `_atoll_holds`.
+    static let syncHolder = "sync"
+}
+
+extension Store {
+    /// Whether the open write transaction has changed data so far (it will add a change-log
+    /// entry at commit); false outside a write.
+    public var writeHasChanges: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return (write?.recorder.total ?? 0) > 0
+    }
+}
