@@ -1,0 +1,149 @@
+import AtollStore
+
+/// What one sync instruction does (docs/protocol.md, "Instructions and changesets").
+public enum SyncOp: String, Sendable, CaseIterable {
+    case create, erase, set
+    case listInsert, listErase, listSet, listClear
+    case setInsert, setErase, setClear
+    case dictionarySet, dictionaryErase, dictionaryClear
+    /// Server to client only: the whole object (it entered the view, or a resume).
+    case upsert
+    /// Server to client only: the object left the view; remove it from the device only.
+    case evict
+
+    /// Whether the instruction carries a `value`.
+    public var carriesValue: Bool {
+        switch self {
+        case .set, .listInsert, .listSet, .setInsert, .setErase, .dictionarySet: return true
+        default: return false
+        }
+    }
+
+    /// Whether the instruction addresses a list element by identity.
+    public var addressesElement: Bool {
+        switch self {
+        case .listInsert, .listErase, .listSet: return true
+        default: return false
+        }
+    }
+}
+
+/// One instruction of a sync changeset: a change-log instruction with list positions named by
+/// element identities, or (downloads only) an upsert or eviction of a whole object.
+public struct SyncInstruction: Hashable, Sendable {
+    public var op: SyncOp
+    public var className: String
+    public var primaryKey: Value
+    public var path: [PathElement] = []
+    public var value: Value?
+    /// listInsert, listErase, listSet: the element; listInsert: `after` is its predecessor (nil:
+    /// at the front).
+    public var element: ElementID?
+    public var after: ElementID?
+    /// upsert: the object, the clock of most of its fields, the fields whose clock differs, and
+    /// the element identities of each list property.
+    public var object: Document?
+    public var clock: Clock?
+    public var fieldClocks: [String: Clock] = [:]
+    public var lists: [String: [ElementID]] = [:]
+
+    public init(_ op: SyncOp, _ className: String, _ primaryKey: Value, path: [PathElement] = [], value: Value? = nil,
+                element: ElementID? = nil, after: ElementID? = nil) {
+        self.op = op
+        self.className = className
+        self.primaryKey = primaryKey
+        self.path = path
+        self.value = value
+        self.element = element
+        self.after = after
+    }
+
+    /// The property the instruction changes (the first path element), if any.
+    public var property: String? {
+        if case .key(let k)? = path.first { return k }
+        return nil
+    }
+
+    /// The path as text (`name`, `address.city`, `tags.3`), the key of field clocks.
+    public var pathKey: String {
+        path.map { element -> String in
+            switch element {
+            case .key(let k): return k
+            case .index(let i): return String(i)
+            }
+        }.joined(separator: ".")
+    }
+}
+
+/// One transaction's instructions as they travel: an upload carries the client version and the
+/// last server version the client had integrated; a download carries the server version.
+public struct SyncChangeset: Hashable, Sendable {
+    public var clientVersion: UInt64 = 0
+    public var lastServerVersion: UInt64 = 0
+    public var serverVersion: UInt64 = 0
+    public var clock: Clock
+    public var instructions: [SyncInstruction]
+
+    public init(clientVersion: UInt64 = 0, lastServerVersion: UInt64 = 0, serverVersion: UInt64 = 0,
+                clock: Clock, instructions: [SyncInstruction]) {
+        self.clientVersion = clientVersion
+        self.lastServerVersion = lastServerVersion
+        self.serverVersion = serverVersion
+        self.clock = clock
+        self.instructions = instructions
+    }
+}
+
+/// A key identifying one object across replicas: class and primary key.
+public struct ObjectID: Hashable, Sendable {
+    public var className: String
+    public var primaryKey: Value
+    public init(_ className: String, _ primaryKey: Value) {
+        self.className = className
+        self.primaryKey = primaryKey
+    }
+}
+
+extension SyncInstruction {
+    public var objectID: ObjectID { ObjectID(className, primaryKey) }
+}
+
+extension Value {
+    /// This value with the part at `path` (property names into embedded objects, indexes into
+    /// lists) replaced by `new`: how a `set` into an embedded object is applied.
+    /// - Throws: `ProtocolError` when the path leads out of the value.
+    public func replacing(at path: ArraySlice<PathElement>, with new: Value) throws -> Value {
+        guard let first = path.first else { return new }
+        switch (first, self) {
+        case (.key(let k), .object(var d)):
+            d[k] = try (d[k] ?? .null).replacing(at: path.dropFirst(), with: new)
+            return .object(d)
+        case (.index(let i), .list(var items)):
+            guard items.indices.contains(i) else { throw ProtocolError("a path index is out of range") }
+            items[i] = try items[i].replacing(at: path.dropFirst(), with: new)
+            return .list(items)
+        default:
+            throw ProtocolError("a path leads into a value that is not an embedded object")
+        }
+    }
+}
+
+extension Store {
+    /// Applies a `set` instruction: a property, or a path into embedded objects (the embedded
+    /// object is read, changed and written back whole).
+    public func apply(set ins: SyncInstruction) throws {
+        guard let pkName = schema.classes.first(where: { $0.name == ins.className })?.primaryKey,
+              case .key(let property)? = ins.path.first else {
+            throw ProtocolError("set needs a class with a primary key and a property")
+        }
+        var doc = Document()
+        doc[pkName] = ins.primaryKey
+        if ins.path.count == 1 {
+            doc[property] = ins.value ?? .null
+        } else {
+            let current = try value(ins.className, primaryKey: ins.primaryKey, property: property) ?? .null
+            doc[property] = try current.replacing(at: ins.path.dropFirst(), with: ins.value ?? .null)
+        }
+        _ = try create(ins.className, doc, update: .modified)
+    }
+}

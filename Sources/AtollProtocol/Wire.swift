@@ -1,0 +1,206 @@
+import AtollJSON
+import AtollStore
+
+/// Why a message could not be read: the protocol's `badMessage`.
+public struct ProtocolError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Reading fields of a JSON object, with errors that name the field.
+public struct Fields: Sendable {
+    public let document: Document
+    let context: String
+
+    public init(_ value: Value, _ context: String) throws {
+        guard case .object(let d) = value else { throw ProtocolError("\(context): expected a JSON object") }
+        document = d
+        self.context = context
+    }
+
+    public subscript(_ key: String) -> Value? {
+        let v = document[key]
+        if case .null? = v { return nil }
+        return v
+    }
+
+    public func string(_ key: String) throws -> String {
+        guard case .string(let s)? = self[key] else { throw ProtocolError("\(context): \"\(key)\" must be a string") }
+        return s
+    }
+
+    public func optionalString(_ key: String) throws -> String? {
+        guard let v = self[key] else { return nil }
+        guard case .string(let s) = v else { throw ProtocolError("\(context): \"\(key)\" must be a string") }
+        return s
+    }
+
+    public func int(_ key: String) throws -> Int64 {
+        guard case .int(let i)? = self[key] else { throw ProtocolError("\(context): \"\(key)\" must be an integer") }
+        return i
+    }
+
+    public func uint(_ key: String, default fallback: UInt64? = nil) throws -> UInt64 {
+        if self[key] == nil, let fallback { return fallback }
+        guard case .int(let i)? = self[key], i >= 0 else {
+            throw ProtocolError("\(context): \"\(key)\" must be an integer >= 0")
+        }
+        return UInt64(i)
+    }
+
+    public func bool(_ key: String, default fallback: Bool) throws -> Bool {
+        guard let v = self[key] else { return fallback }
+        guard case .bool(let b) = v else { throw ProtocolError("\(context): \"\(key)\" must be true or false") }
+        return b
+    }
+
+    public func list(_ key: String) throws -> [Value] {
+        guard let v = self[key] else { return [] }
+        guard case .list(let items) = v else { throw ProtocolError("\(context): \"\(key)\" must be an array") }
+        return items
+    }
+}
+
+extension SyncInstruction {
+    /// The wire form (docs/protocol.md).
+    public var wireValue: Value {
+        var d = Document()
+        d["op"] = .string(op.rawValue)
+        d["class"] = .string(className)
+        d["primaryKey"] = primaryKey
+        if !path.isEmpty {
+            d["path"] = .list(path.map { e -> Value in
+                switch e {
+                case .key(let k): return .string(k)
+                case .index(let i): return .int(Int64(i))
+                }
+            })
+        }
+        if let value { d["value"] = value }
+        if let element { d["element"] = element.value }
+        if op == .listInsert { d["after"] = after?.value ?? .null }
+        if let object { d["object"] = .object(object) }
+        if let clock { d["clock"] = clock.value }
+        if !fieldClocks.isEmpty {
+            var f = Document()
+            for (k, c) in fieldClocks.sorted(by: { $0.key < $1.key }) { f[k] = c.value }
+            d["fieldClocks"] = .object(f)
+        }
+        if !lists.isEmpty {
+            var l = Document()
+            for (k, ids) in lists.sorted(by: { $0.key < $1.key }) { l[k] = .list(ids.map(\.value)) }
+            d["lists"] = .object(l)
+        }
+        return .object(d)
+    }
+
+    /// An instruction from its wire form.
+    /// - Throws: `ProtocolError` naming what is wrong.
+    public init(wire value: Value) throws {
+        let f = try Fields(value, "instruction")
+        guard let op = SyncOp(rawValue: try f.string("op")) else {
+            throw ProtocolError("instruction: unknown op \(f["op"].map { "\($0)" } ?? "")")
+        }
+        let className = try f.string("class")
+        guard let pk = f.document["primaryKey"] else { throw ProtocolError("instruction: \"primaryKey\" is missing") }
+        self.init(op, className, pk)
+        for e in try f.list("path") {
+            switch e {
+            case .string(let k): path.append(.key(k))
+            case .int(let i): path.append(.index(Int(i)))
+            default: throw ProtocolError("instruction: a path holds property names and indexes")
+            }
+        }
+        switch op {
+        case .create, .erase, .evict, .upsert, .listClear, .setClear, .dictionaryClear:
+            break
+        default:
+            guard !path.isEmpty else { throw ProtocolError("instruction \(op.rawValue): \"path\" is missing") }
+        }
+        if op == .dictionarySet || op == .dictionaryErase, path.count < 2 {
+            throw ProtocolError("instruction \(op.rawValue): \"path\" must be [property, key]")
+        }
+        if op.carriesValue {
+            guard let v = f.document["value"] else { throw ProtocolError("instruction \(op.rawValue): \"value\" is missing") }
+            self.value = v
+        }
+        if op.addressesElement {
+            guard let e = ElementID(f["element"]) else {
+                throw ProtocolError("instruction \(op.rawValue): \"element\" must be [ms, counter, ident, n]")
+            }
+            element = e
+        }
+        if op == .listClear, let point = f["element"] {
+            guard let e = ElementID(point) else { throw ProtocolError("instruction listClear: \"element\" must be [ms, counter, ident, n]") }
+            element = e
+        }
+        if op == .listInsert, let a = f["after"] {
+            guard let id = ElementID(a) else { throw ProtocolError("instruction listInsert: \"after\" must be an element or null") }
+            after = id
+        }
+        if op == .upsert {
+            guard case .object(let o)? = f["object"] else { throw ProtocolError("instruction upsert: \"object\" is missing") }
+            object = o
+            guard let c = Clock(f["clock"]) else { throw ProtocolError("instruction upsert: \"clock\" is missing") }
+            clock = c
+            if case .object(let fc)? = f["fieldClocks"] {
+                for (k, v) in fc {
+                    guard let c = Clock(v) else { throw ProtocolError("instruction upsert: a field clock is not a clock") }
+                    fieldClocks[k] = c
+                }
+            }
+            if case .object(let ls)? = f["lists"] {
+                for (k, v) in ls {
+                    guard case .list(let ids) = v else { throw ProtocolError("instruction upsert: \"lists\" holds arrays") }
+                    lists[k] = try ids.map { id in
+                        guard let e = ElementID(id) else { throw ProtocolError("instruction upsert: a list element is not an element identity") }
+                        return e
+                    }
+                }
+            }
+        }
+    }
+}
+
+extension SyncChangeset {
+    public var wireValue: Value {
+        var d = Document()
+        if clientVersion > 0 { d["clientVersion"] = .int(Int64(clientVersion)) }
+        if lastServerVersion > 0 || clientVersion > 0 { d["lastServerVersion"] = .int(Int64(lastServerVersion)) }
+        if serverVersion > 0 { d["serverVersion"] = .int(Int64(serverVersion)) }
+        d["clock"] = clock.value
+        d["instructions"] = .list(instructions.map(\.wireValue))
+        return .object(d)
+    }
+
+    public init(wire value: Value) throws {
+        let f = try Fields(value, "changeset")
+        guard let clock = Clock(f["clock"]) else { throw ProtocolError("changeset: \"clock\" must be [ms, counter, ident]") }
+        self.init(clientVersion: try f.uint("clientVersion", default: 0),
+                  lastServerVersion: try f.uint("lastServerVersion", default: 0),
+                  serverVersion: try f.uint("serverVersion", default: 0),
+                  clock: clock, instructions: try f.list("instructions").map { try SyncInstruction(wire: $0) })
+    }
+}
+
+extension Value {
+    /// Shorthand for building wire messages: `.doc(["type": .string("ping")])`.
+    public static func doc(_ pairs: KeyValuePairs<String, Value>) -> Value {
+        var d = Document()
+        for (k, v) in pairs { d[k] = v }
+        return .object(d)
+    }
+}
+
+/// JSON text of a wire value, and back.
+public enum Wire {
+    public static func encode(_ value: Value) -> String { EJSON.serialize(value) }
+
+    /// - Throws: `ProtocolError` for text that is not a JSON object.
+    public static func decode(_ text: String) throws -> Fields {
+        let value: Value
+        do { value = try EJSON.parse(text) } catch { throw ProtocolError("a message that is not JSON: \(error)") }
+        return try Fields(value, "message")
+    }
+}
