@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 #include <openssl/evp.h>
 #include <openssl/x509v3.h>
+#include <openssl/pem.h>
 
 // Macros Swift cannot import, as functions.
 static inline long atoll_ssl_set_mode(SSL *ssl, long mode) { return SSL_set_mode(ssl, mode); }

@@ -1,0 +1,244 @@
+import AtollJSON
+import AtollNet
+import AtollStore
+import Foundation
+import Glibc
+import Synchronization
+
+/// The sync server's app API: users, their credentials and tokens, served over HTTP in the shape
+/// of App Services' client API (docs/app-api.md), and checked by the sync server for every
+/// connection with `verifyAccessToken`.
+///
+/// ```swift
+/// let auth = try AuthService(configuration: AuthConfiguration(appId: "todo"), directory: dataDirectory)
+/// auth.install(on: server)                       // routes under /api/client/v2.0/app/todo/
+/// let user = try auth.verifyAccessToken(bearer)  // throws AuthError
+/// ```
+///
+/// Its data lives in `directory`: `auth.realm` (an Atoll store) and `auth.key`, the 32-byte key
+/// that signs access tokens (made on first start, mode 0600). Any thread may call it; route
+/// handlers run on several at once.
+public final class AuthService: @unchecked Sendable {
+    /// The configuration it was opened with (checked).
+    public let configuration: AuthConfiguration
+    let store: AuthStore
+    /// The HMAC-SHA256 key of access tokens.
+    let signingKey: [UInt8]
+    /// The custom-JWT provider's keys, when it is on.
+    let customJWTVerifier: JWTVerifier?
+    private let counterStore = Mutex(AuthCounters())
+
+    /// The file names in the service's directory.
+    static let storeFile = "auth.realm"
+    static let keyFile = "auth.key"
+
+    /// Opens (creating when needed) the service's data in `directory`.
+    /// - Throws: `AtollError(.invalidArgument)` for a bad configuration, `AtollError(.file)` when
+    ///   the directory, key or store cannot be made or read, and the store's errors.
+    public init(configuration: AuthConfiguration, directory: String) throws {
+        try configuration.validate()
+        self.configuration = configuration
+        customJWTVerifier = try configuration.customJWT?.verifier()
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw AtollError(.file, "cannot create the auth directory '\(directory)': \(error.localizedDescription)")
+        }
+        signingKey = try Self.loadOrCreateKey(at: (directory as NSString).appendingPathComponent(Self.keyFile))
+        store = try AuthStore(path: (directory as NSString).appendingPathComponent(Self.storeFile))
+        do { try store.transaction { try store.deleteExpired() } } catch {
+            store.close()
+            throw error
+        }
+    }
+
+    /// Closes the store. Later calls fail (`AuthError(.internal)`; over HTTP, 500).
+    public func close() { store.close() }
+
+    /// Numbers for metrics, since the service started.
+    public var counters: AuthCounters { counterStore.withLock { $0 } }
+
+    func count(_ change: (inout AuthCounters) -> Void) { counterStore.withLock { change(&$0) } }
+
+    // MARK: - The signing key
+
+    /// Reads the 32-byte key, or makes one with `RAND_bytes` in a new file (mode 0600) when there
+    /// is none. `O_EXCL` keeps two processes starting at once from writing different keys.
+    static func loadOrCreateKey(at path: String) throws -> [UInt8] {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            defer { Glibc.close(fd) }
+            let key = try Crypto.randomBytes(32)
+            let written = key.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard written == key.count, fsync(fd) == 0 else {
+                let reason = String(cString: strerror(errno))
+                unlink(path)
+                throw AtollError(.file, "cannot write the signing key '\(path)': \(reason)")
+            }
+            return key
+        }
+        guard errno == EEXIST else {
+            throw AtollError(.file, "cannot create the signing key '\(path)': \(String(cString: strerror(errno)))")
+        }
+        guard let data = FileManager.default.contents(atPath: path), data.count == 32 else {
+            throw AtollError(.file, "the signing key '\(path)' is unreadable or not 32 bytes (delete it to make a new one; every token it signed becomes invalid)")
+        }
+        return Array(data)
+    }
+
+    // MARK: - Access tokens
+
+    /// A new access token for a user: HS256, `sub`, `aud` (the app id), `typ` "access", `iat`,
+    /// `exp`, and a token id `jti`.
+    func makeAccessToken(userId: String) -> String {
+        let now = Date().timeIntervalSince1970
+        let claims: Document = [
+            "sub": .string(userId), "aud": .string(configuration.appId), "typ": .string("access"),
+            "iat": .int(Int64(now)), "exp": .int(Int64(now + configuration.accessTokenLifetime)),
+            "jti": .string(AuthStore.newId()),
+        ]
+        return JWT.signHS256(claims, key: signingKey)
+    }
+
+    /// The user an access token belongs to, when the token is this service's, unexpired, and the
+    /// user still exists and is enabled.
+    ///
+    /// ```swift
+    /// let user = try auth.verifyAccessToken(token)   // user.id, user.data
+    /// ```
+    /// - Throws: `AuthError` `.invalidSession` (malformed, forged, another app's, the user deleted),
+    ///   `.expired`, `.userDisabled`; `.internal` when the store fails.
+    public func verifyAccessToken(_ token: String) throws -> AuthenticatedUser {
+        do {
+            let userId = try accessTokenSubject(token)
+            return try store.reading {
+                guard let user = try store.user(userId) else {
+                    throw AuthError(.invalidSession, "invalid session: the token's user no longer exists")
+                }
+                guard !user.disabled else { throw AuthError(.userDisabled, "the user is disabled") }
+                return try authenticatedUser(user)
+            }
+        } catch {
+            let failure = AuthError.wrap(error)
+            if failure.kind != .internal { count { $0.invalidTokens += 1 } }
+            throw failure
+        }
+    }
+
+    /// The `sub` of a valid access token (signature, `typ`, `aud` and `exp` checked; not the user).
+    private func accessTokenSubject(_ token: String) throws -> String {
+        let jwt = try JWT(token, failing: .invalidSession)
+        guard JWTVerifier.hs256([signingKey]).verifies(jwt) else {
+            throw AuthError(.invalidSession, "invalid session: the access token's signature does not match")
+        }
+        guard jwt.claims["typ"]?.stringValue == "access" else {
+            throw AuthError(.invalidSession, "invalid session: not an access token")
+        }
+        guard Self.audience(jwt, contains: [configuration.appId]) else {
+            throw AuthError(.invalidSession, "invalid session: the token is for another app")
+        }
+        guard let exp = jwt.seconds("exp") else { throw AuthError(.invalidSession, "invalid session: the token has no exp") }
+        guard Date().timeIntervalSince1970 < exp else { throw AuthError(.expired, "invalid session: access token expired") }
+        guard let sub = jwt.claims["sub"]?.stringValue, !sub.isEmpty else {
+            throw AuthError(.invalidSession, "invalid session: the token has no sub")
+        }
+        return sub
+    }
+
+    /// Whether a token's `aud` (a string or an array of them) names one of `accepted`.
+    static func audience(_ jwt: JWT, contains accepted: [String]) -> Bool {
+        switch jwt.claims["aud"] {
+        case .string(let aud)?: return accepted.contains(aud)
+        case .list(let items)?: return items.contains { $0.stringValue.map(accepted.contains) ?? false }
+        default: return false
+        }
+    }
+
+    // MARK: - Refresh tokens
+
+    /// A new refresh token (32 random bytes, base64url) for a user; only its SHA-256 is stored.
+    /// Call inside a transaction.
+    func makeRefreshToken(userId: String) throws -> String {
+        let token = Base64URL.encode(try Crypto.randomBytes(32))
+        let expiry = Date().addingTimeInterval(configuration.refreshTokenLifetime)
+        try store.addRefreshToken(hash: Crypto.sha256Hex(token), userId: userId, expiresAt: Timestamp(expiry))
+        return token
+    }
+
+    /// The user of a stored, unexpired refresh token (an expired one is deleted).
+    /// - Throws: `AuthError` `.invalidSession`, `.expired`, `.userDisabled`.
+    func refreshTokenUser(_ token: String) throws -> AuthStore.User {
+        let hash = Crypto.sha256Hex(token)
+        return try store.transaction {
+            guard let stored = try store.refreshToken(hash: hash) else {
+                throw AuthError(.invalidSession, "invalid session: unknown or revoked refresh token")
+            }
+            guard AuthStore.now() < stored.expiresAt else {
+                try store.deleteRefreshToken(hash: hash)
+                throw AuthError(.expired, "invalid session: refresh token expired")
+            }
+            guard let user = try store.user(stored.userId) else {
+                throw AuthError(.invalidSession, "invalid session: the token's user no longer exists")
+            }
+            guard !user.disabled else { throw AuthError(.userDisabled, "the user is disabled") }
+            return user
+        }
+    }
+
+    /// The body of a successful login: new access and refresh tokens for the user.
+    func loginResponse(userId: String, deviceId: String) throws -> Document {
+        let refresh = try store.transaction { try makeRefreshToken(userId: userId) }
+        return ["access_token": .string(makeAccessToken(userId: userId)), "refresh_token": .string(refresh),
+                "user_id": .string(userId), "device_id": .string(deviceId)]
+    }
+
+    // MARK: - Users
+
+    /// A user by id, or nil.
+    /// - Throws: `AuthError(.internal)` when the store fails.
+    public func user(id: String) throws -> AuthenticatedUser? {
+        do {
+            return try store.reading { try store.user(id).map(authenticatedUser) }
+        } catch { throw AuthError.wrap(error) }
+    }
+
+    /// Every user, oldest first.
+    /// - Throws: `AuthError(.internal)` when the store fails.
+    public func allUsers() throws -> [AuthenticatedUser] {
+        do {
+            return try store.reading { try store.users().map(authenticatedUser) }
+        } catch { throw AuthError.wrap(error) }
+    }
+
+    /// Disables or enables a user. Disabling revokes its refresh tokens; its access tokens stop
+    /// verifying at once. Enabling does not bring the refresh tokens back.
+    /// - Throws: `AuthError(.userNotFound)`, `.internal`.
+    public func setDisabled(_ userId: String, _ disabled: Bool) throws {
+        do {
+            try store.transaction {
+                guard try store.user(userId) != nil else { throw AuthError(.userNotFound, "no user with id '\(userId)'") }
+                try store.setUserDisabled(userId, disabled)
+                if disabled { try store.deleteRefreshTokens(ofUser: userId) }
+            }
+        } catch { throw AuthError.wrap(error) }
+    }
+
+    /// Deletes a user with its identities, API keys and refresh tokens; its access tokens stop
+    /// verifying at once.
+    /// - Throws: `AuthError(.userNotFound)`, `.internal`.
+    public func deleteUser(_ userId: String) throws {
+        do {
+            try store.transaction {
+                guard try store.user(userId) != nil else { throw AuthError(.userNotFound, "no user with id '\(userId)'") }
+                try store.deleteUser(userId)
+            }
+        } catch { throw AuthError.wrap(error) }
+    }
+
+    func authenticatedUser(_ user: AuthStore.User) throws -> AuthenticatedUser {
+        let identities = try store.identities(ofUser: user.id).map { UserIdentity(id: $0.externalId, providerType: $0.providerType) }
+        return AuthenticatedUser(id: user.id, provider: identities.first?.providerType ?? "", identities: identities,
+                                 data: user.data, customData: [:], disabled: user.disabled)
+    }
+}
