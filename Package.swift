@@ -16,6 +16,12 @@ let package = Package(
         .library(name: "Atoll", targets: ["Atoll"]),
         // HTTP/1.1 and WebSocket server and client (docs/net.md), for the sync server and client.
         .library(name: "AtollNet", targets: ["AtollNet"]),
+        // Sync (docs/protocol.md): the shared protocol, the server's app API (users, tokens), the
+        // server engine and the client engine.
+        .library(name: "AtollProtocol", targets: ["AtollProtocol"]),
+        .library(name: "AtollAuth", targets: ["AtollAuth"]),
+        .library(name: "AtollServer", targets: ["AtollServer"]),
+        .library(name: "AtollSync", targets: ["AtollSync"]),
     ],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
@@ -31,6 +37,11 @@ let package = Package(
         .target(name: "AtollStore", dependencies: ["CSQLite"]),
         .target(name: "AtollNet", dependencies: ["CEpoll", "CWslay", "CHTTPParser", "COpenSSL"]),
         .target(name: "AtollJSON", dependencies: ["AtollStore", "CJansson"]),
+        .target(name: "AtollProtocol", dependencies: ["AtollStore", "AtollJSON", "CJansson"]),
+        .target(name: "AtollAuth", dependencies: ["AtollStore", "AtollJSON", "AtollNet", "COpenSSL", "CJansson"]),
+        .target(name: "AtollServer", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson"]),
+        .target(name: "AtollSync", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson"]),
+        .executableTarget(name: "atoll-server", dependencies: ["AtollServer", "AtollNet", "AtollJSON", "AtollStore"]),
         .target(name: "Atoll", dependencies: ["AtollStore"]),
         .target(
             name: "AtollC",
@@ -41,6 +52,9 @@ let package = Package(
         .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore", "AtollTestSupport"]),
         .testTarget(name: "AtollTests", dependencies: ["Atoll", "AtollTestSupport"]),
         .testTarget(name: "AtollNetTests", dependencies: ["AtollNet"]),
+        .testTarget(name: "AtollAuthTests", dependencies: ["AtollAuth", "AtollNet", "AtollJSON", "AtollStore"]),
+        .testTarget(name: "AtollSyncTests", dependencies: ["AtollSync", "AtollServer", "AtollProtocol", "AtollNet",
+                                                            "AtollStore", "AtollJSON", "AtollTestSupport", "CJansson"]),
         .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore", "AtollTestSupport"]),
         // The `atoll` command (docs/cli.md). Its product is named atoll-cli because the library
         // product is named atoll; `make install` installs it as bin/atoll, beside lib/, where the

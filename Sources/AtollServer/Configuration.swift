@@ -1,0 +1,157 @@
+import AtollJSON
+import CJansson
+import AtollStore
+import Foundation
+
+/// How an app's clients sync: flexible (named queries) or partition (one value per realm).
+public enum SyncMode: Sendable, Equatable {
+    case flexible
+    case partition(key: String)
+}
+
+/// One app the server serves (docs/server.md, "Config file").
+public struct AppConfiguration: Sendable {
+    public var id: String
+    /// The schema; nil in development mode until the first client brings one.
+    public var schema: Schema?
+    /// Whether clients may add classes and properties (the schema comes from the first clients).
+    public var developmentMode: Bool
+    public var mode: SyncMode
+    /// The partition key served to partition-sync clients (also in a flexible app, so that such
+    /// clients keep working after the app moved to flexible sync).
+    public var partitionKey: String?
+    /// Fields subscriptions may query, for every class (nil: any field).
+    public var queryableFields: Set<String>?
+    /// Per class, more queryable fields.
+    public var classQueryableFields: [String: Set<String>] = [:]
+    public var rules: Rules
+    /// The `"auth"` part of the config, read by the app API.
+    public var auth: Value?
+
+    /// The default app: flexible sync, development mode, everyone may read and write.
+    public init(id: String) {
+        self.id = id
+        schema = nil
+        developmentMode = true
+        mode = .flexible
+        partitionKey = nil
+        queryableFields = nil
+        rules = .open
+        auth = nil
+    }
+
+    /// An app from the config file's `apps` entry:
+    /// `{"id", "developmentMode", "schema": [...], "sync": {"mode": "flexible"|"partition",
+    /// "partitionKey", "queryableFields": [...]}, "auth": {...}, "rules": {...}}`. The Atlas
+    /// export's sync shapes are taken too: `"sync": {"flexible_sync": {"queryable_fields_names": [...]}}`
+    /// and `"sync": {"partition": {"key": "_partition"}}`.
+    public init(json: Value) throws {
+        guard case .object(let d) = json else { throw AtollError(.invalidArgument, "apps: each app must be an object") }
+        guard case .string(let id)? = d["id"] ?? d["app_id"] ?? d["name"], !id.isEmpty,
+              id.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+            throw AtollError(.invalidArgument, "apps: each app needs an \"id\" of letters, digits, - and _")
+        }
+        self.init(id: id)
+        if case .list = d["schema"] {
+            let json = EJSON.make(d["schema"] ?? .null)
+            defer { json_decref(json) }
+            let schema = try SchemaJSON.schema(json)
+            try schema.validate()
+            self.schema = schema
+            developmentMode = false
+        }
+        if let dev = d["developmentMode"] ?? d["development_mode_enabled"] {
+            guard case .bool(let b) = dev else { throw AtollError(.invalidArgument, "app \(id): \"developmentMode\" must be true or false") }
+            developmentMode = b
+        }
+        if schema == nil, !developmentMode {
+            throw AtollError(.invalidArgument, "app \(id): without a \"schema\" the app must be in development mode")
+        }
+        if let sync = d["sync"] {
+            guard case .object(let s) = sync else { throw AtollError(.invalidArgument, "app \(id): \"sync\" must be an object") }
+            var fields: [Value]?
+            if case .object(let flexible)? = s["flexible_sync"] {
+                mode = .flexible
+                if case .list(let f)? = flexible["queryable_fields_names"] { fields = f }
+            }
+            if case .object(let partition)? = s["partition"] {
+                guard case .string(let key)? = partition["key"] else { throw AtollError(.invalidArgument, "app \(id): sync.partition needs a \"key\"") }
+                mode = .partition(key: key)
+                partitionKey = key
+            }
+            if case .string(let key)? = s["partitionKey"] { partitionKey = key }
+            switch s["mode"] {
+            case .string("flexible")?: mode = .flexible
+            case .string("partition")?:
+                guard let key = partitionKey else { throw AtollError(.invalidArgument, "app \(id): partition sync needs \"partitionKey\"") }
+                mode = .partition(key: key)
+            case nil: break
+            default: throw AtollError(.invalidArgument, "app \(id): sync.mode must be \"flexible\" or \"partition\"")
+            }
+            if case .list(let f)? = s["queryableFields"] { fields = f }
+            if let fields {
+                queryableFields = Set(try fields.map { v in
+                    guard case .string(let name) = v else { throw AtollError(.invalidArgument, "app \(id): queryable fields are names") }
+                    return name
+                })
+            }
+            if case .object(let perClass)? = s["classQueryableFields"] {
+                for (cls, v) in perClass {
+                    guard case .list(let names) = v else { throw AtollError(.invalidArgument, "app \(id): classQueryableFields.\(cls) must be an array") }
+                    classQueryableFields[cls] = Set(names.compactMap(\.stringValue))
+                }
+            }
+        }
+        if let rules = d["rules"] {
+            self.rules = try Rules(json: rules)
+            if let defaults = d["defaultRule"] ?? d["default_rule"] { self.rules.defaultRoles = try Rules.roles(defaults, context: "default_rule") }
+        } else if !developmentMode {
+            throw AtollError(.invalidArgument, "app \(id): an app with a fixed schema needs \"rules\" (use {\"default\": {\"roles\": [{\"name\": \"all\", \"read\": true, \"write\": true}]}} to allow everything)")
+        }
+        auth = d["auth"]
+    }
+}
+
+/// The server: where it listens, where its data is, what it serves.
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 9090
+    public var dataDirectory = "./atoll-data"
+    public var apps: [AppConfiguration] = [AppConfiguration(id: "default")]
+    public var logLevel: LogLevel = .info
+    /// The largest message a client may send.
+    public var maxMessageBytes = 16 << 20
+    /// Uploads a connection may send per second before `tooManyMessages` (0: no limit).
+    public var maxUploadsPerSecond = 0
+
+    public init() {}
+
+    /// A config file: `{"host", "port", "data", "logLevel", "apps": [...]}` (every key optional).
+    public init(file: String) throws {
+        self.init()
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw AtollError(.file, "cannot read the config file '\(file)'")
+        }
+        let value = try EJSON.parse(String(decoding: data, as: UTF8.self))
+        guard case .object(let d) = value else { throw AtollError(.invalidArgument, "the config file must hold a JSON object") }
+        if case .string(let h)? = d["host"] { host = h }
+        if case .int(let p)? = d["port"] {
+            guard (0...65535).contains(p) else { throw AtollError(.invalidArgument, "port must be 0...65535") }
+            port = Int(p)
+        }
+        if case .string(let dir)? = d["data"] { dataDirectory = dir }
+        if case .string(let l)? = d["logLevel"] {
+            guard let level = LogLevel(rawValue: l) else { throw AtollError(.invalidArgument, "logLevel must be debug, info, warning or error") }
+            logLevel = level
+        }
+        if case .int(let n)? = d["maxMessageBytes"], n > 1024 { maxMessageBytes = Int(n) }
+        if case .int(let n)? = d["maxUploadsPerSecond"], n >= 0 { maxUploadsPerSecond = Int(n) }
+        if case .list(let items)? = d["apps"] {
+            apps = try items.map { try AppConfiguration(json: $0) }
+            var seen = Set<String>()
+            for app in apps where !seen.insert(app.id).inserted {
+                throw AtollError(.invalidArgument, "two apps are named '\(app.id)'")
+            }
+        }
+    }
+}

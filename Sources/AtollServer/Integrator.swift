@@ -1,0 +1,425 @@
+import AtollJSON
+import AtollProtocol
+import AtollStore
+
+/// The server's sync metadata, in the app's store file beside its data (docs/protocol.md):
+/// history, client files, each object's create and erase clocks, field clocks, list identities.
+enum ServerTables {
+    static let statements = [
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_history (version INTEGER PRIMARY KEY, file INTEGER NOT NULL,
+            client_version INTEGER NOT NULL, clock TEXT NOT NULL, user TEXT NOT NULL, at INTEGER NOT NULL,
+            changeset TEXT NOT NULL) STRICT
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_files (ident INTEGER PRIMARY KEY, salt INTEGER NOT NULL,
+            user TEXT NOT NULL, upload_cursor INTEGER NOT NULL DEFAULT 0, created INTEGER NOT NULL) STRICT
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_objects (class TEXT NOT NULL, pk TEXT NOT NULL, created TEXT NOT NULL,
+            erased TEXT, newest TEXT NOT NULL, PRIMARY KEY (class, pk)) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_fields (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
+            clock TEXT NOT NULL, present INTEGER NOT NULL, PRIMARY KEY (class, pk, path)) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_lists (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
+            elements TEXT NOT NULL, PRIMARY KEY (class, pk, path)) STRICT, WITHOUT ROWID
+        """,
+    ]
+
+    static func create(_ store: Store) throws {
+        try store.write {
+            try store.withMetadata { sql in for s in statements { try sql.execute(s) } }
+        }
+    }
+}
+
+/// The text key of a primary key in metadata tables.
+func keyText(_ v: Value) -> String { Wire.encode(v) }
+
+/// Field-clock path keys of set elements and dictionary keys (never a property name), and of
+/// a collection's last clear.
+private let setSeparator = "\u{1}"
+private let dictionarySeparator = "\u{2}"
+private let clearMark = "\u{3}clear"
+
+/// What integrating one upload did.
+struct Integration {
+    /// The instructions that changed the store, in order (what other clients download).
+    var effects: [SyncInstruction] = []
+    /// Objects refused by the write rules, with the reason.
+    var rejected: [CompensatingWrite] = []
+    /// Every object the effects touched.
+    var touched: [ObjectID] { var seen = Set<ObjectID>(); return effects.map(\.objectID).filter { seen.insert($0).inserted } }
+}
+
+/// Integrates uploaded changesets into the server's store by the rules of SYNC.md: field writes
+/// last-writer-wins by clock, deletes win over concurrent writes, lists by element identity,
+/// sets per element by clock (an add wins a tie), dictionaries per key. The caller holds the
+/// store's write transaction; integration only adds to it.
+///
+/// `mayWrite` answers whether the user may write an object in a given state (nil: allowed; a
+/// string: the reason it is not). It is asked of each object an upload touches, as it was
+/// before and as it would be after; a refused object's instructions are all left out.
+struct Integrator {
+    let store: Store
+    var mayWrite: (ObjectID, Document?) throws -> String? = { _, _ in nil }
+
+    init(store: Store, mayWrite: @escaping (ObjectID, Document?) throws -> String? = { _, _ in nil }) {
+        self.store = store
+        self.mayWrite = mayWrite
+    }
+
+    func integrate(_ changeset: SyncChangeset) throws -> Integration {
+        var denied = [ObjectID: String]()
+        // Objects the user may not write as they are now.
+        var seen = Set<ObjectID>()
+        for ins in changeset.instructions where seen.insert(ins.objectID).inserted {
+            do {
+                let before = try store.object(ins.className, primaryKey: ins.primaryKey)
+                if before != nil, let reason = try mayWrite(ins.objectID, before) { denied[ins.objectID] = reason }
+            } catch {
+                denied[ins.objectID] = "the write could not be applied: \(error)"
+            }
+        }
+        // Apply what is left; refuse objects whose new state breaks the rules or that fail to
+        // apply, and try again without them (each round refuses at least one more object).
+        while true {
+            try store.withMetadata { try $0.execute("SAVEPOINT atoll_integrate") }
+            var result = Integration()
+            var refusedNow = false
+            for ins in changeset.instructions where denied[ins.objectID] == nil {
+                do {
+                    try store.withMetadata { try $0.execute("SAVEPOINT atoll_instruction") }
+                    if try apply(ins, changeset.clock) { result.effects.append(ins) }
+                    try store.withMetadata { try $0.execute("RELEASE atoll_instruction") }
+                } catch {
+                    try store.withMetadata { sql in
+                        try sql.execute("ROLLBACK TO atoll_instruction")
+                        try sql.execute("RELEASE atoll_instruction")
+                    }
+                    denied[ins.objectID] = "the write could not be applied: \(error)"
+                    refusedNow = true
+                    break
+                }
+            }
+            if !refusedNow {
+                for id in result.touched where denied[id] == nil {
+                    let after = try store.object(id.className, primaryKey: id.primaryKey)
+                    if let after, let reason = try mayWrite(id, after) {
+                        denied[id] = reason
+                        refusedNow = true
+                    }
+                }
+            }
+            if refusedNow {
+                try store.withMetadata { sql in
+                    try sql.execute("ROLLBACK TO atoll_integrate")
+                    try sql.execute("RELEASE atoll_integrate")
+                }
+                continue
+            }
+            try store.withMetadata { try $0.execute("RELEASE atoll_integrate") }
+            var order = [ObjectID]()
+            var known = Set<ObjectID>()
+            for ins in changeset.instructions where denied[ins.objectID] != nil && known.insert(ins.objectID).inserted {
+                order.append(ins.objectID)
+            }
+            result.rejected = order.map {
+                CompensatingWrite(className: $0.className, primaryKey: $0.primaryKey, reason: denied[$0] ?? "")
+            }
+            return result
+        }
+    }
+
+    // MARK: - One instruction
+
+    /// Applies one instruction; returns whether it changed anything.
+    func apply(_ ins: SyncInstruction, _ clock: Clock) throws -> Bool {
+        let pk = keyText(ins.primaryKey)
+        let cls = ins.className
+        let info = try store.withMetadata { sql -> (created: Clock?, erased: Clock?, newest: Clock?) in
+            let rows = try sql.rows("SELECT created, erased, newest FROM _atoll_sync_objects WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
+            guard let row = rows.first else { return (nil, nil, nil) }
+            return (row[0].stringValue.flatMap { Clock(text: $0) }, row[1].stringValue.flatMap { Clock(text: $0) },
+                    row[2].stringValue.flatMap { Clock(text: $0) })
+        }
+        let live = try store.object(cls, primaryKey: ins.primaryKey) != nil
+        switch ins.op {
+        case .create:
+            if live {
+                // Two creates of one key merge; the newest create clock is kept, so that an
+                // older erase arriving later knows the object was created again after it.
+                if clock > (info.newest ?? info.created ?? .zero) {
+                    try store.withMetadata { sql in
+                        try sql.execute("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, NULL, ?)",
+                                        [.string(cls), .string(pk), .string((info.created ?? .zero).description), .string(clock.description)])
+                    }
+                }
+                return false
+            }
+            if let erased = info.erased, clock <= erased { return false }
+            guard let pkName = try primaryKeyName(cls) else { throw ProtocolError("class '\(cls)' has no primary key") }
+            var doc = Document()
+            doc[pkName] = ins.primaryKey
+            _ = try store.create(cls, doc)
+            try store.withMetadata { sql in
+                try sql.execute("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, NULL, ?)",
+                                [.string(cls), .string(pk), .string(clock.description), .string(clock.description)])
+                try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
+                try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
+            }
+            return true
+        case .erase:
+            if !live {
+                // Remember the erase, so that a create with an older clock arriving later stays out.
+                let erased = max(info.erased ?? .zero, clock)
+                try store.withMetadata { sql in
+                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, ?, ?)",
+                                    [.string(cls), .string(pk), .string((info.created ?? .zero).description), .string(erased.description),
+                                     .string((info.newest ?? info.created ?? .zero).description)])
+                }
+                return false
+            }
+            let newest = info.newest ?? info.created ?? .zero
+            if clock < newest {
+                // The object was created again after this erase (by a clock): it stays, but
+                // everything written before the erase goes, as if the erase had come first.
+                return try void(ins, olderThan: clock, base: info.created ?? .zero, newest: newest)
+            }
+            try store.delete(cls, primaryKey: ins.primaryKey)
+            try store.withMetadata { sql in
+                try sql.execute("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, ?, ?)",
+                                [.string(cls), .string(pk), .string((info.created ?? .zero).description), .string(clock.description),
+                                 .string(newest.description)])
+                try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
+                try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
+            }
+            return true
+        case .upsert, .evict:
+            throw ProtocolError("\(ins.op.rawValue) is sent by the server only")
+        default:
+            break
+        }
+        // Writes to an object that is not there (never created, or erased: deletes win) are dropped.
+        guard live else { return false }
+        let base = info.created ?? .zero
+        guard let property = ins.property else { throw ProtocolError("\(ins.op.rawValue) needs a path") }
+        switch ins.op {
+        case .set:
+            // The newest clock among the path and its prefixes (a whole embedded object written
+            // later wins over an older write into it).
+            var prefixes = [String]()
+            var acc = ""
+            for e in ins.path {
+                let part: String
+                switch e { case .key(let k): part = k; case .index(let i): part = String(i) }
+                acc = acc.isEmpty ? part : acc + "." + part
+                prefixes.append(acc)
+            }
+            var newest = base
+            for p in prefixes { if let c = try fieldClock(cls, pk, p)?.clock, c > newest { newest = c } }
+            guard clock >= newest else { return false }
+            try store.apply(set: ins)
+            let key = ins.pathKey
+            try store.withMetadata { sql in
+                // Writes inside this path are older now.
+                try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND path > ? AND path < ?",
+                                [.string(cls), .string(pk), .string(key + "."), .string(key + "/")])
+                if clock != base {
+                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_fields VALUES (?, ?, ?, ?, 1)",
+                                    [.string(cls), .string(pk), .string(key), .string(clock.description)])
+                }
+            }
+            return true
+        case .listInsert, .listErase, .listSet, .listClear:
+            guard ins.path.count == 1 else { throw ProtocolError("list instructions inside embedded objects are not supported") }
+            var seq = try listSequence(cls, ins.primaryKey, pk, property)
+            var changed = true
+            switch ins.op {
+            case .listInsert:
+                guard let e = ins.element, let index = seq.insert(e, after: ins.after, clock: clock) else { return false }
+                try store.listInsert(cls, primaryKey: ins.primaryKey, property: property, ins.value ?? .null, at: index)
+            case .listErase:
+                guard let e = ins.element, let index = seq.erase(e) else { return false }
+                try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: index)
+            case .listSet:
+                guard let e = ins.element, let index = seq.set(e, clock: clock) else { return false }
+                try store.listSet(cls, primaryKey: ins.primaryKey, property: property, ins.value ?? .null, at: index)
+            default:
+                let indexes = seq.clear(before: ins.element ?? ElementID(clock, .max))
+                for i in indexes { try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: i) }
+                changed = !indexes.isEmpty
+            }
+            try saveList(cls, pk, property, seq)
+            return changed
+        case .setInsert, .setErase:
+            let value = ins.value ?? .null
+            let key = property + setSeparator + keyText(value)
+            let stored = try fieldClock(cls, pk, key)
+            if ins.op == .setInsert {
+                if let stored, clock < stored.clock || (clock == stored.clock && stored.present) { return false }
+                if let cleared = try fieldClock(cls, pk, property + clearMark)?.clock, clock < cleared { return false }
+                _ = try store.setInsert(cls, primaryKey: ins.primaryKey, property: property, value)
+            } else {
+                if let stored, clock <= stored.clock { return false }
+                _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
+            }
+            try saveFieldClock(cls, pk, key, clock, present: ins.op == .setInsert)
+            return true
+        case .setClear:
+            guard case .list(let members)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return false }
+            if (try fieldClock(cls, pk, property + clearMark)?.clock).map({ $0 < clock }) ?? true {
+                try saveFieldClock(cls, pk, property + clearMark, clock, present: false)
+            }
+            var changed = false
+            for value in members {
+                let key = property + setSeparator + keyText(value)
+                let added = try fieldClock(cls, pk, key)?.clock ?? base
+                guard added < clock else { continue }
+                _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
+                try saveFieldClock(cls, pk, key, clock, present: false)
+                changed = true
+            }
+            return changed
+        case .dictionarySet, .dictionaryErase:
+            guard ins.path.count == 2, case .key(let dkey) = ins.path[1] else {
+                throw ProtocolError("dictionary instructions need the path [property, key]")
+            }
+            let key = property + dictionarySeparator + dkey
+            let stored = try fieldClock(cls, pk, key)?.clock ?? base
+            guard clock >= stored else { return false }
+            if let cleared = try fieldClock(cls, pk, property + clearMark)?.clock, clock < cleared { return false }
+            if ins.op == .dictionarySet {
+                try store.dictionarySet(cls, primaryKey: ins.primaryKey, property: property, key: dkey, ins.value ?? .null)
+            } else {
+                _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: property, key: dkey)
+            }
+            try saveFieldClock(cls, pk, key, clock, present: ins.op == .dictionarySet)
+            return true
+        case .dictionaryClear:
+            guard case .object(let entries)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return false }
+            if (try fieldClock(cls, pk, property + clearMark)?.clock).map({ $0 < clock }) ?? true {
+                try saveFieldClock(cls, pk, property + clearMark, clock, present: false)
+            }
+            var changed = false
+            for dkey in entries.keys {
+                let key = property + dictionarySeparator + dkey
+                let written = try fieldClock(cls, pk, key)?.clock ?? base
+                guard written < clock else { continue }
+                _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: property, key: dkey)
+                try saveFieldClock(cls, pk, key, clock, present: false)
+                changed = true
+            }
+            return changed
+        default:
+            return false
+        }
+    }
+
+    /// An erase older than the object's newest create: every field, element and entry written
+    /// before the erase goes back to its default (what erasing and creating again would have
+    /// left), with the newest create's clock. Returns whether anything changed.
+    func void(_ ins: SyncInstruction, olderThan clock: Clock, base: Clock, newest: Clock) throws -> Bool {
+        let cls = ins.className
+        let pk = keyText(ins.primaryKey)
+        guard let schema = store.schema.classes.first(where: { $0.name == cls }), let pkName = schema.primaryKey else { return false }
+        var changed = false
+        var reset = Document()
+        reset[pkName] = ins.primaryKey
+        for p in schema.properties where p.name != pkName && !p.isComputed {
+            switch p.collection {
+            case .list:
+                var seq = try listSequence(cls, ins.primaryKey, pk, p.name)
+                for index in seq.clear(before: ElementID(clock, .max)) {
+                    try store.listErase(cls, primaryKey: ins.primaryKey, property: p.name, at: index)
+                    changed = true
+                }
+                try saveList(cls, pk, p.name, seq)
+            case .set, .dictionary:
+                let separator = p.collection == .set ? setSeparator : dictionarySeparator
+                try saveFieldClock(cls, pk, p.name + clearMark, clock, present: false)
+                switch try store.value(cls, primaryKey: ins.primaryKey, property: p.name) {
+                case .list(let members)?:
+                    for v in members where (try fieldClock(cls, pk, p.name + separator + keyText(v))?.clock ?? base) < clock {
+                        _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: p.name, v)
+                        changed = true
+                    }
+                case .object(let entries)?:
+                    for k in entries.keys where (try fieldClock(cls, pk, p.name + separator + k)?.clock ?? base) < clock {
+                        _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: p.name, key: k)
+                        changed = true
+                    }
+                default: break
+                }
+            case .single:
+                // The newest write of the property or inside it (embedded objects).
+                let rows = try store.withMetadata { sql in
+                    try sql.rows("SELECT clock FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND (path = ? OR (path > ? AND path < ?))",
+                                 [.string(cls), .string(pk), .string(p.name), .string(p.name + "."), .string(p.name + "/")])
+                }
+                let written = rows.compactMap { $0[0].stringValue.flatMap { Clock(text: $0) } }.max() ?? base
+                guard written < clock else { continue }
+                reset[p.name] = p.implicitDefault
+                try store.withMetadata { sql in
+                    try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND path > ? AND path < ?",
+                                    [.string(cls), .string(pk), .string(p.name + "."), .string(p.name + "/")])
+                }
+                try saveFieldClock(cls, pk, p.name, newest, present: true)
+            }
+        }
+        if reset.count > 1 {
+            let before = try store.object(cls, primaryKey: ins.primaryKey)
+            _ = try store.create(cls, reset, update: .modified)
+            if try store.object(cls, primaryKey: ins.primaryKey) != before { changed = true }
+        }
+        return changed
+    }
+
+    // MARK: - Helpers
+
+    func primaryKeyName(_ cls: String) throws -> String? {
+        guard let c = store.schema.classes.first(where: { $0.name == cls }) else {
+            throw AtollError(.noSuchClass, "no class named '\(cls)' in the schema")
+        }
+        return c.primaryKey
+    }
+
+    func fieldClock(_ cls: String, _ pk: String, _ path: String) throws -> (clock: Clock, present: Bool)? {
+        try store.withMetadata { sql in
+            let rows = try sql.rows("SELECT clock, present FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND path = ?",
+                                    [.string(cls), .string(pk), .string(path)])
+            guard let row = rows.first, let text = row[0].stringValue, let c = Clock(text: text) else { return nil }
+            return (c, row[1] != .int(0))
+        }
+    }
+
+    func saveFieldClock(_ cls: String, _ pk: String, _ path: String, _ clock: Clock, present: Bool) throws {
+        try store.withMetadata { sql in
+            try sql.execute("INSERT OR REPLACE INTO _atoll_sync_fields VALUES (?, ?, ?, ?, ?)",
+                            [.string(cls), .string(pk), .string(path), .string(clock.description), .int(present ? 1 : 0)])
+        }
+    }
+
+    func listSequence(_ cls: String, _ primaryKey: Value, _ pk: String, _ property: String) throws -> ListSequence {
+        let text = try store.withMetadata { sql in
+            try sql.rows("SELECT elements FROM _atoll_sync_lists WHERE class = ? AND pk = ? AND path = ?",
+                         [.string(cls), .string(pk), .string(property)]).first?[0].stringValue
+        }
+        if let text { return try ListSequence(text: text) }
+        // A list written before sync knew it: its elements get identities older than any clock.
+        if case .list(let items)? = try store.value(cls, primaryKey: primaryKey, property: property) {
+            return ListSequence(unnamed: items.count)
+        }
+        return ListSequence()
+    }
+
+    func saveList(_ cls: String, _ pk: String, _ property: String, _ seq: ListSequence) throws {
+        try store.withMetadata { sql in
+            try sql.execute("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)",
+                            [.string(cls), .string(pk), .string(property), .string(seq.text)])
+        }
+    }
+}

@@ -1,0 +1,723 @@
+import AtollJSON
+import AtollNet
+import AtollProtocol
+import AtollStore
+import CJansson
+import Foundation
+
+/// A subscription as the server holds it.
+struct Subscription: Sendable, Hashable {
+    var name: String
+    var className: String
+    var query: String
+    var arguments: [Value]
+}
+
+/// The query that decides which objects of one class a session sees: its subscriptions' queries
+/// OR-ed, AND-ed with the read rule.
+struct ViewQuery: Hashable {
+    var text: String
+    var arguments: [Value]
+}
+
+/// One bound realm of one connection. Changed only on its app's queue.
+final class Session {
+    let number: Int64
+    unowned let connection: SyncConnection
+    var user: RuleUser { connection.user }
+    var file: Int64 = 0
+    var partitionMode = false
+    var partition: Value = .null
+    var queryVersion: Int64 = -1
+    var subscriptions: [Subscription] = []
+    var views: [String: ViewQuery] = [:]
+    /// The objects the client holds, as far as the server knows: primary key texts per class.
+    var inView: [String: Set<String>] = [:]
+    /// Whether the session gets steady-state downloads (bootstrapped or resumed).
+    var ready = false
+    var uploadCursor: UInt64 = 0
+    var downloadCursor: UInt64 = 0
+
+    init(number: Int64, connection: SyncConnection) {
+        self.number = number
+        self.connection = connection
+    }
+}
+
+/// One app's sync engine: its store, history and sessions. Everything runs on `queue`, one
+/// message at a time, so integration is serial and sessions need no locks.
+final class SyncApp: @unchecked Sendable {
+    let configuration: AppConfiguration
+    let queue: DispatchQueue
+    let log: Logger
+    let metrics: Metrics
+    let path: String
+    private(set) var store: Store
+    private(set) var latestVersion: UInt64 = 0
+    private var sessions: [ObjectIdentifier: [Int64: Session]] = [:]
+    /// Largest download message, in bytes of instructions (a bootstrap or catch-up is split).
+    var maxDownloadBytes = 1 << 20
+
+    var schema: Schema { store.schema }
+
+    init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
+        self.configuration = configuration
+        self.log = log
+        self.metrics = metrics
+        queue = DispatchQueue(label: "atoll.sync.\(configuration.id)")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        path = directory + "/data.realm"
+        store = try Self.open(path: path, schema: configuration.schema)
+        try ServerTables.create(store)
+        latestVersion = try Self.latest(store)
+    }
+
+    static func open(path: String, schema: Schema?, version: UInt64? = nil) throws -> Store {
+        if let schema {
+            // Additive changes (development mode, or a config that gained classes) migrate by
+            // themselves with a new schema version.
+            do {
+                return try Store(Configuration(path: path, schema: schema, schemaVersion: version ?? 0))
+            } catch let e as AtollError where e.code == .schemaMismatch {
+                let current = try Store(Configuration(path: path))
+                let next = current.schemaVersion + 1
+                current.close()
+                return try Store(Configuration(path: path, schema: schema, schemaVersion: next))
+            }
+        }
+        return try Store(Configuration(path: path))
+    }
+
+    static func latest(_ store: Store) throws -> UInt64 {
+        try store.withMetadata { sql in
+            guard case .int(let v)? = try sql.rows("SELECT coalesce(max(version), 0) FROM _atoll_sync_history").first?.first else { return 0 }
+            return UInt64(v)
+        }
+    }
+
+    func close() {
+        queue.sync { store.close() }
+    }
+
+    // MARK: - Connections
+
+    func connectionClosed(_ connection: SyncConnection) {
+        queue.async { [self] in
+            let gone = sessions.removeValue(forKey: ObjectIdentifier(connection))?.count ?? 0
+            metrics.update { $0.sessions -= gone }
+        }
+    }
+
+    /// Handles one message of a connection (on the queue).
+    func handle(_ message: Fields, from connection: SyncConnection) {
+        let type = (try? message.string("type")) ?? ""
+        let sessionNumber = try? message.int("session")
+        do {
+            switch type {
+            case "ping":
+                connection.send(.doc(["type": .string("pong"), "timestamp": message["timestamp"] ?? .null]))
+            case "bind":
+                try bind(message, connection)
+            case "query":
+                try query(message, try session(message, connection))
+            case "upload":
+                try upload(message, try session(message, connection))
+            case "mark":
+                let s = try session(message, connection)
+                s.downloadCursor = latestVersion
+                connection.send(.doc(["type": .string("mark"), "session": .int(s.number), "request": message["request"] ?? .null,
+                                      "serverVersion": .int(Int64(latestVersion))]))
+            case "unbind":
+                let s = try session(message, connection)
+                sessions[ObjectIdentifier(connection)]?[s.number] = nil
+                metrics.update { $0.sessions -= 1 }
+                connection.send(.doc(["type": .string("unbound"), "session": .int(s.number)]))
+            default:
+                throw SyncErrorMessage(.badMessage, "unknown message type '\(type)'")
+            }
+        } catch var error as SyncErrorMessage {
+            if error.session == nil, error.code != .badMessage { error.session = sessionNumber }
+            fail(connection, error)
+        } catch let error as ProtocolError {
+            fail(connection, SyncErrorMessage(.badMessage, error.message))
+        } catch {
+            log.error("sync message failed", ["app": configuration.id, "type": type, "error": "\(error)"])
+            fail(connection, SyncErrorMessage(.internalServerError, "the server failed: \(error)", session: sessionNumber))
+        }
+    }
+
+    private func fail(_ connection: SyncConnection, _ error: SyncErrorMessage) {
+        metrics.error(error.code.rawValue)
+        log.info("sync error", ["app": configuration.id, "user": connection.user.id, "code": error.code.rawValue, "message": error.message])
+        connection.send(error.wireValue)
+        if error.code == .badMessage { connection.close(code: 1002, reason: "bad message") }
+    }
+
+    private func session(_ message: Fields, _ connection: SyncConnection) throws -> Session {
+        let n = try message.int("session")
+        guard let s = sessions[ObjectIdentifier(connection)]?[n] else {
+            throw SyncErrorMessage(.badMessage, "no session \(n) is bound on this connection")
+        }
+        return s
+    }
+
+    // MARK: - Bind
+
+    private func bind(_ m: Fields, _ connection: SyncConnection) throws {
+        let number = try m.int("session")
+        guard sessions[ObjectIdentifier(connection)]?[number] == nil else {
+            throw SyncErrorMessage(.badMessage, "session \(number) is bound already")
+        }
+        let s = Session(number: number, connection: connection)
+        let mode = try m.optionalString("mode") ?? "flexible"
+        switch mode {
+        case "flexible":
+            if case .partition = configuration.mode {
+                throw SyncErrorMessage(.badSyncPartitionValue, "this app uses partition-based sync; open the realm with a partition value", session: number)
+            }
+        case "partition":
+            guard let key = configuration.partitionKey else {
+                throw SyncErrorMessage(.badSyncPartitionValue, "this app has no partition key; use flexible sync", session: number)
+            }
+            guard let value = m.document["partition"] else {
+                throw SyncErrorMessage(.badSyncPartitionValue, "partition sync needs a \"partition\" value", session: number)
+            }
+            s.partitionMode = true
+            s.partition = value
+            _ = key
+        default:
+            throw SyncErrorMessage(.badMessage, "bind: mode must be \"flexible\" or \"partition\"")
+        }
+        if case .list = m["schema"] {
+            try adoptSchema(m["schema"] ?? .null, session: number)
+        }
+        // The client file.
+        if case .object(let f)? = m["file"] {
+            guard case .int(let ident)? = f["ident"], case .int(let salt)? = f["salt"] else {
+                throw SyncErrorMessage(.badMessage, "bind: \"file\" must be {\"ident\", \"salt\"}")
+            }
+            let rows = try store.withMetadata { sql in
+                try sql.rows("SELECT salt, user, upload_cursor FROM _atoll_sync_files WHERE ident = ?", [.int(ident)])
+            }
+            guard let row = rows.first, row[0] == .int(salt) else {
+                throw SyncErrorMessage(.badClientFile, "this server does not know the client file \(ident) (was the server's data reset?)", session: number)
+            }
+            guard row[1] == .string(connection.user.id) else {
+                throw SyncErrorMessage(.badClientFile, "the client file \(ident) belongs to another user", session: number)
+            }
+            s.file = ident
+            if case .int(let c) = row[2] { s.uploadCursor = UInt64(c) }
+        } else {
+            let salt = Int64.random(in: 1...Int64.max)
+            s.file = try store.write {
+                try store.withMetadata { sql -> Int64 in
+                    try sql.execute("INSERT INTO _atoll_sync_files (salt, user, upload_cursor, created) VALUES (?, ?, 0, ?)",
+                                    [.int(salt), .string(connection.user.id), .int(Int64(Date().timeIntervalSince1970 * 1000))])
+                    guard case .int(let ident)? = try sql.rows("SELECT last_insert_rowid()").first?.first else {
+                        throw AtollError(.file, "no client file identity")
+                    }
+                    return ident
+                }
+            }
+            connection.send(.doc(["type": .string("ident"), "session": .int(number),
+                                  "file": .doc(["ident": .int(s.file), "salt": .int(salt)])]))
+        }
+        let cursor = try m.uint("downloadCursor", default: 0)
+        guard cursor <= latestVersion else {
+            throw SyncErrorMessage(.badServerVersion, "the client has server version \(cursor), newer than the server's \(latestVersion): the server was restored from a backup", session: number)
+        }
+        s.downloadCursor = cursor
+        sessions[ObjectIdentifier(connection), default: [:]][number] = s
+        metrics.update { $0.sessions += 1 }
+        log.debug("bound", ["app": configuration.id, "user": connection.user.id, "session": "\(number)", "file": "\(s.file)"])
+        // What the server has of the client's uploads: it re-sends what comes after.
+        connection.send(.doc(["type": .string("uploadAck"), "session": .int(number), "clientVersion": .int(Int64(s.uploadCursor))]))
+        if s.partitionMode {
+            s.subscriptions = try partitionSubscriptions(s.partition)
+            s.queryVersion = 0
+            try computeViews(s)
+            if cursor == 0 { try bootstrap(s, version: 0) } else { try resume(s, from: cursor) }
+        }
+    }
+
+    /// Partition sync as flexible sync: one query per class that has the partition key.
+    func partitionSubscriptions(_ value: Value) throws -> [Subscription] {
+        guard let key = configuration.partitionKey else { return [] }
+        return schema.classes.filter { !$0.isEmbedded && $0[property: key] != nil }.map {
+            Subscription(name: "partition:\($0.name)", className: $0.name, query: "\(key) == $0", arguments: [value])
+        }
+    }
+
+    /// Development mode: classes and properties the client has and the server lacks are added.
+    private func adoptSchema(_ json: Value, session: Int64) throws {
+        let ref = EJSON.make(json)
+        defer { json_decref(ref) }
+        let client: Schema
+        do { client = try SchemaJSON.schema(ref) } catch {
+            throw SyncErrorMessage(.invalidSchemaChange, "the client's schema cannot be read: \(error)", session: session)
+        }
+        var merged = schema
+        var changed = false
+        for cls in client.classes {
+            guard let index = merged.classes.firstIndex(where: { $0.name == cls.name }) else {
+                guard configuration.developmentMode else {
+                    throw SyncErrorMessage(.invalidSchemaChange, "class '\(cls.name)' is not in the server's schema (development mode is off)", session: session)
+                }
+                merged.classes.append(cls)
+                changed = true
+                continue
+            }
+            let mine = merged.classes[index]
+            if mine.primaryKey != cls.primaryKey || mine.isEmbedded != cls.isEmbedded {
+                throw SyncErrorMessage(.invalidSchemaChange, "class '\(cls.name)' differs from the server's (primary key or embedded)", session: session)
+            }
+            for p in cls.properties {
+                if let existing = mine[property: p.name] {
+                    if existing.type != p.type || existing.collection != p.collection || existing.objectType != p.objectType {
+                        throw SyncErrorMessage(.invalidSchemaChange, "'\(cls.name).\(p.name)' is \(existing.typeName) on the server, \(p.typeName) on the client", session: session)
+                    }
+                } else {
+                    guard configuration.developmentMode else {
+                        throw SyncErrorMessage(.invalidSchemaChange, "'\(cls.name).\(p.name)' is not in the server's schema (development mode is off)", session: session)
+                    }
+                    merged.classes[index].properties.append(p)
+                    changed = true
+                }
+            }
+        }
+        guard changed else { return }
+        do { try merged.validate() } catch {
+            throw SyncErrorMessage(.invalidSchemaChange, "the merged schema is invalid: \(error)", session: session)
+        }
+        let next = store.schemaVersion + 1
+        store.close()
+        store = try Self.open(path: path, schema: merged, version: next)
+        log.info("schema changed (development mode)", ["app": configuration.id, "classes": merged.classes.map(\.name).joined(separator: ",")])
+        // Views of bound sessions are recomputed with the new classes.
+        for s in sessions.values.flatMap(\.values) { try? computeViews(s) }
+    }
+
+    // MARK: - Subscriptions
+
+    private func query(_ m: Fields, _ s: Session) throws {
+        guard !s.partitionMode else {
+            throw SyncErrorMessage(.badMessage, "a partition-sync session has no subscriptions to send")
+        }
+        let version = try m.int("version")
+        var subscriptions = [Subscription]()
+        var error: String?
+        for q in try m.list("queries") {
+            let f = try Fields(q, "query")
+            let sub = Subscription(name: try f.optionalString("name") ?? "", className: try f.string("class"),
+                                   query: try f.optionalString("query") ?? "TRUEPREDICATE", arguments: try f.list("args"))
+            if error == nil { error = check(sub) }
+            subscriptions.append(sub)
+        }
+        if let error {
+            metrics.error(SyncErrorCode.invalidFlexibleSyncSubscriptions.rawValue)
+            s.connection.send(.doc(["type": .string("queryError"), "session": .int(s.number), "version": .int(version), "message": .string(error)]))
+            return
+        }
+        let complete = try m.bool("complete", default: false)
+        let previousVersion = s.queryVersion
+        s.subscriptions = subscriptions
+        s.queryVersion = version
+        try computeViews(s)
+        if complete && s.downloadCursor > 0 && previousVersion < 0 {
+            try resume(s, from: s.downloadCursor)
+        } else {
+            try bootstrap(s, version: version)
+        }
+    }
+
+    /// Why the server will not serve a subscription, or nil.
+    func check(_ sub: Subscription) -> String? {
+        guard let cls = schema.classes.first(where: { $0.name == sub.className }) else {
+            return "subscription '\(sub.name)': no class named '\(sub.className)'"
+        }
+        if cls.isEmbedded { return "subscription '\(sub.name)': '\(sub.className)' is embedded; subscribe to its owner" }
+        do {
+            let results = try store.objects(sub.className, where: sub.query, sub.arguments)
+            guard results.isPlainFilter else {
+                return "subscription '\(sub.name)': SORT, DISTINCT and LIMIT are not allowed in subscriptions"
+            }
+        } catch {
+            return "subscription '\(sub.name)': \(error)"
+        }
+        if let global = configuration.queryableFields {
+            let allowed = global.union(configuration.classQueryableFields[sub.className] ?? [])
+                .union([cls.primaryKey ?? "_id"])
+                .union(configuration.partitionKey.map { [$0] } ?? [])
+            for name in QueryText.fieldNames(in: sub.query) where !allowed.contains(name) {
+                if cls[property: name] != nil {
+                    return "subscription '\(sub.name)': '\(name)' is not a queryable field (queryable: \(allowed.sorted().joined(separator: ", ")))"
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Builds the session's view query per class from its subscriptions and the read rules.
+    func computeViews(_ s: Session) throws {
+        var byClass = [String: [Subscription]]()
+        for sub in s.subscriptions { byClass[sub.className, default: []].append(sub) }
+        var views = [String: ViewQuery]()
+        for (cls, subs) in byClass {
+            guard let role = configuration.rules.role(cls, for: s.user) else { continue }
+            var text = ""
+            var arguments = [Value]()
+            for sub in subs {
+                let shifted = QueryText.shiftArguments(sub.query, by: arguments.count)
+                text += (text.isEmpty ? "" : " OR ") + "(\(shifted))"
+                arguments += sub.arguments
+            }
+            switch role.read.kind {
+            case .never: continue
+            case .always: break
+            case .query:
+                guard let (read, readArgs) = role.read.bound(to: s.user) else { continue }
+                text = "(\(text)) AND (\(QueryText.shiftArguments(read, by: arguments.count)))"
+                arguments += readArgs
+            }
+            views[cls] = ViewQuery(text: text, arguments: arguments)
+        }
+        s.views = views
+    }
+
+    /// The primary key texts of the objects of a class that a view holds (among `keys`, if given).
+    func matching(_ cls: String, _ view: ViewQuery, among keys: [Value]? = nil) throws -> Set<String> {
+        guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { return [] }
+        var out = Set<String>()
+        if let keys {
+            for chunk in stride(from: 0, to: keys.count, by: 500) {
+                let part = Array(keys[chunk..<min(chunk + 500, keys.count)])
+                let q = "(\(view.text)) AND \(pkName) IN $\(view.arguments.count)"
+                for doc in try store.objects(cls, where: q, view.arguments + [.list(part)]).documents() {
+                    if let pk = doc[pkName] { out.insert(keyText(pk)) }
+                }
+            }
+        } else {
+            for doc in try store.objects(cls, where: view.text, view.arguments).documents() {
+                if let pk = doc[pkName] { out.insert(keyText(pk)) }
+            }
+        }
+        return out
+    }
+
+    // MARK: - Bootstrap and resume
+
+    /// Sends the whole view of a new subscription set, in batches, then `queryComplete`.
+    private func bootstrap(_ s: Session, version: Int64) throws {
+        var upserts = [SyncInstruction]()
+        var held = [String: Set<String>]()
+        for (cls, view) in s.views.sorted(by: { $0.key < $1.key }) {
+            guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { continue }
+            let docs = try store.objects(cls, where: view.text, view.arguments).documents()
+            let meta = try ObjectMetadata.load(store, className: cls)
+            var keys = Set<String>()
+            for doc in docs {
+                guard let pk = doc[pkName] else { continue }
+                let text = keyText(pk)
+                keys.insert(text)
+                upserts.append(meta.upsert(cls, pk, text, doc))
+            }
+            held[cls] = keys
+        }
+        let total = upserts.count
+        var sent = 0
+        var bytes = 0
+        var batch = [String]()
+        var batchBytes = 0
+        func flush(last: Bool) {
+            sent += batch.count
+            let progress = Value.doc(["queryVersion": .int(version), "sent": .int(Int64(sent)), "total": .int(Int64(total)), "last": .bool(last)])
+            bytes += send(s, serverVersion: latestVersion, clock: .zero, instructions: batch, extra: ["bootstrap": progress])
+            batch = []
+            batchBytes = 0
+        }
+        for u in upserts {
+            let text = Wire.encode(u.wireValue)
+            if batchBytes + text.utf8.count > maxDownloadBytes, !batch.isEmpty { flush(last: false) }
+            batch.append(text)
+            batchBytes += text.utf8.count
+        }
+        flush(last: true)
+        s.inView = held
+        s.ready = true
+        s.downloadCursor = latestVersion
+        metrics.update { c in
+            c.bootstraps += 1
+            c.bootstrapObjects += total
+            c.bootstrapBytes += bytes
+        }
+        s.connection.send(.doc(["type": .string("queryComplete"), "session": .int(s.number), "version": .int(version),
+                                "serverVersion": .int(Int64(latestVersion))]))
+        log.debug("bootstrapped", ["app": configuration.id, "session": "\(s.number)", "objects": "\(total)", "bytes": "\(bytes)"])
+    }
+
+    /// Catches a returning client up: every object changed since its cursor by others is sent
+    /// whole if it is in the view now, evicted if not.
+    private func resume(_ s: Session, from cursor: UInt64) throws {
+        var held = [String: Set<String>]()
+        for (cls, view) in s.views { held[cls] = try matching(cls, view) }
+        let rows = try store.withMetadata { sql in
+            try sql.rows("SELECT changeset FROM _atoll_sync_history WHERE version > ? AND file != ? ORDER BY version",
+                         [.int(Int64(cursor)), .int(s.file)])
+        }
+        var touched = [ObjectID]()
+        var seen = Set<ObjectID>()
+        for row in rows {
+            guard case .string(let text) = row[0] else { continue }
+            let cs = try SyncChangeset(wire: try EJSON.parse(text))
+            for ins in cs.instructions where seen.insert(ins.objectID).inserted { touched.append(ins.objectID) }
+        }
+        var texts = [String]()
+        var metas = [String: ObjectMetadata]()
+        for id in touched {
+            let key = keyText(id.primaryKey)
+            if held[id.className]?.contains(key) == true, let doc = try store.object(id.className, primaryKey: id.primaryKey) {
+                if metas[id.className] == nil { metas[id.className] = try ObjectMetadata.load(store, className: id.className) }
+                texts.append(Wire.encode(metas[id.className]!.upsert(id.className, id.primaryKey, key, doc).wireValue))
+            } else {
+                texts.append(Wire.encode(SyncInstruction(.evict, id.className, id.primaryKey).wireValue))
+            }
+        }
+        // Split into messages; only the last moves the client's cursor to the latest version.
+        var batches = [[String]]()
+        var current = [String]()
+        var size = 0
+        for t in texts {
+            if size + t.utf8.count > maxDownloadBytes, !current.isEmpty { batches.append(current); current = []; size = 0 }
+            current.append(t)
+            size += t.utf8.count
+        }
+        batches.append(current)
+        let downloadable = texts.reduce(0) { $0 + $1.utf8.count }
+        var downloaded = 0
+        for (i, batch) in batches.enumerated() {
+            downloaded += batch.reduce(0) { $0 + $1.utf8.count }
+            let last = i == batches.count - 1
+            let progress = Value.doc(["downloaded": .int(Int64(downloaded)), "downloadable": .int(Int64(downloadable))])
+            send(s, serverVersion: last ? latestVersion : cursor, clock: .zero, instructions: batch, extra: ["progress": progress])
+        }
+        s.inView = held
+        s.ready = true
+        s.downloadCursor = latestVersion
+    }
+
+    /// Sends one `download` with one changeset of already-encoded instructions; returns its size.
+    @discardableResult
+    private func send(_ s: Session, serverVersion: UInt64, clock: Clock, instructions: [String], extra: [String: Value] = [:]) -> Int {
+        var head = "{\"type\":\"download\",\"session\":\(s.number),\"serverVersion\":\(serverVersion)"
+        for (k, v) in extra.sorted(by: { $0.key < $1.key }) { head += ",\"\(k)\":" + Wire.encode(v) }
+        let text = head + ",\"changesets\":[{\"serverVersion\":\(serverVersion),\"clock\":" + Wire.encode(clock.value)
+            + ",\"instructions\":[" + instructions.joined(separator: ",") + "]}]}"
+        s.connection.send(text: text)
+        metrics.update { c in
+            c.downloads += 1
+            c.downloadBytes += text.utf8.count
+        }
+        return text.utf8.count
+    }
+
+    // MARK: - Upload
+
+    private func upload(_ m: Fields, _ s: Session) throws {
+        var acked = s.uploadCursor
+        for item in try m.list("changesets") {
+            let cs = try SyncChangeset(wire: item)
+            guard cs.clientVersion > s.uploadCursor else { continue }
+            let started = DispatchTime.now().uptimeNanoseconds
+            var result = Integration()
+            var version = latestVersion
+            try store.write {
+                result = try Integrator(store: store, mayWrite: { [self] id, _ in try self.mayWrite(s, id) }).integrate(cs)
+                if !result.effects.isEmpty {
+                    version = latestVersion + 1
+                    let effects = SyncChangeset(serverVersion: version, clock: cs.clock, instructions: result.effects)
+                    try store.withMetadata { sql in
+                        try sql.execute("INSERT INTO _atoll_sync_history VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                        [.int(Int64(version)), .int(s.file), .int(Int64(cs.clientVersion)), .string(cs.clock.description),
+                                         .string(s.user.id), .int(Int64(Date().timeIntervalSince1970 * 1000)), .string(Wire.encode(effects.wireValue))])
+                    }
+                }
+                try store.withMetadata { sql in
+                    try sql.execute("UPDATE _atoll_sync_files SET upload_cursor = ? WHERE ident = ?", [.int(Int64(cs.clientVersion)), .int(s.file)])
+                }
+            }
+            latestVersion = version
+            s.uploadCursor = cs.clientVersion
+            acked = cs.clientVersion
+            metrics.integrated(seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9, instructions: cs.instructions.count)
+            if !result.rejected.isEmpty {
+                metrics.update { $0.rejectedWrites += result.rejected.count }
+                try compensate(s, result.rejected)
+            }
+            if !result.effects.isEmpty { try fanOut(result.effects, version: version, clock: cs.clock, origin: s) }
+        }
+        s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
+    }
+
+    /// Why the session's user may not write an object as it is now in the store, or nil.
+    func mayWrite(_ s: Session, _ id: ObjectID) throws -> String? {
+        guard let role = configuration.rules.role(id.className, for: s.user) else {
+            return "no role lets this user write '\(id.className)'"
+        }
+        guard let pkName = schema.classes.first(where: { $0.name == id.className })?.primaryKey else {
+            return "'\(id.className)' has no primary key"
+        }
+        switch role.write.kind {
+        case .never: return "the role '\(role.name)' may not write '\(id.className)'"
+        case .always: break
+        case .query(let text):
+            let args = role.write.bound(to: s.user)?.arguments ?? []
+            let q = "(\(text)) AND \(pkName) == $\(args.count)"
+            if try store.objects(id.className, where: q, args + [id.primaryKey]).count() == 0 {
+                return "write not allowed by the role '\(role.name)' (\(text))"
+            }
+        }
+        guard let view = s.views[id.className] else {
+            return "'\(id.className)' is outside the session's subscriptions"
+        }
+        let q = "(\(view.text)) AND \(pkName) == $\(view.arguments.count)"
+        if try store.objects(id.className, where: q, view.arguments + [id.primaryKey]).count() == 0 {
+            return "the object is outside the session's subscriptions (or its read rule)"
+        }
+        return nil
+    }
+
+    /// Tells the client which writes were refused, and sends it the server's state of them.
+    private func compensate(_ s: Session, _ rejected: [CompensatingWrite]) throws {
+        let error = SyncErrorMessage(.writeRejected, "\(rejected.count) write(s) refused: " + (rejected.first?.reason ?? ""),
+                                     session: s.number, compensatingWrites: rejected)
+        metrics.error(error.code.rawValue)
+        s.connection.send(error.wireValue)
+        var texts = [String]()
+        for r in rejected {
+            let key = keyText(r.primaryKey)
+            if let view = s.views[r.className], let doc = try store.object(r.className, primaryKey: r.primaryKey),
+               try matching(r.className, view, among: [r.primaryKey]).contains(key) {
+                let meta = try ObjectMetadata.load(store, className: r.className, key: key)
+                texts.append(Wire.encode(meta.upsert(r.className, r.primaryKey, key, doc).wireValue))
+                s.inView[r.className, default: []].insert(key)
+            } else {
+                texts.append(Wire.encode(SyncInstruction(.evict, r.className, r.primaryKey).wireValue))
+                s.inView[r.className]?.remove(key)
+            }
+        }
+        send(s, serverVersion: s.downloadCursor, clock: .zero, instructions: texts)
+    }
+
+    /// Sends each ready session what one integrated changeset changed in its view.
+    private func fanOut(_ effects: [SyncInstruction], version: UInt64, clock: Clock, origin: Session) throws {
+        var order = [ObjectID]()
+        var byObject = [ObjectID: [SyncInstruction]]()
+        for ins in effects {
+            if byObject[ins.objectID] == nil { order.append(ins.objectID) }
+            byObject[ins.objectID, default: []].append(ins)
+        }
+        var keysByClass = [String: [Value]]()
+        for id in order { keysByClass[id.className, default: []].append(id.primaryKey) }
+        // Which touched objects exist now, per class.
+        var live = [String: Set<String>]()
+        for (cls, keys) in keysByClass {
+            live[cls] = try matching(cls, ViewQuery(text: "TRUEPREDICATE", arguments: []), among: keys)
+        }
+        // Sessions with the same view share one query.
+        var cache = [ViewQuery: Set<String>]()
+        var metas = [String: ObjectMetadata]()
+        for s in sessions.values.flatMap(\.values) where s.ready {
+            let isOrigin = s === origin
+            var out = [String]()
+            for id in order {
+                let cls = id.className
+                let key = keyText(id.primaryKey)
+                let held = s.inView[cls]?.contains(key) ?? false
+                guard let view = s.views[cls] else { continue }
+                if live[cls]?.contains(key) != true {
+                    if held {
+                        s.inView[cls]?.remove(key)
+                        if !isOrigin { out.append(Wire.encode(SyncInstruction(.erase, cls, id.primaryKey).wireValue)) }
+                    }
+                    continue
+                }
+                let visible: Set<String>
+                if let known = cache[view] { visible = known } else {
+                    visible = try matching(cls, view, among: keysByClass[cls] ?? [])
+                    cache[view] = visible
+                }
+                if visible.contains(key) {
+                    if isOrigin {
+                        s.inView[cls, default: []].insert(key)
+                    } else if held {
+                        out += (byObject[id] ?? []).map { Wire.encode($0.wireValue) }
+                    } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
+                        if metas[cls] == nil { metas[cls] = try ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? []) }
+                        out.append(Wire.encode(metas[cls]!.upsert(cls, id.primaryKey, key, doc).wireValue))
+                        s.inView[cls, default: []].insert(key)
+                    }
+                } else if held {
+                    s.inView[cls]?.remove(key)
+                    out.append(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue))
+                }
+            }
+            if !out.isEmpty {
+                send(s, serverVersion: version, clock: clock, instructions: out)
+                s.downloadCursor = version
+            }
+        }
+    }
+}
+
+/// The sync metadata of a class's objects, loaded at once for upserts: create clocks, field
+/// clocks and list identities.
+struct ObjectMetadata {
+    var created: [String: Clock] = [:]
+    var fields: [String: [String: Clock]] = [:]
+    var lists: [String: [String: [ElementID]]] = [:]
+
+    /// For every object of a class, or for some keys of it.
+    static func load(_ store: Store, className: String, key: String? = nil, keys: [Value]? = nil) throws -> ObjectMetadata {
+        var meta = ObjectMetadata()
+        try store.withMetadata { sql in
+            var filter = ""
+            var args: [Value] = [.string(className)]
+            if let key { filter = " AND pk = ?"; args.append(.string(key)) }
+            if let keys, keys.count <= 500 {
+                filter = " AND pk IN (\(keys.map { _ in "?" }.joined(separator: ",")))"
+                args += keys.map { .string(keyText($0)) }
+            }
+            for row in try sql.rows("SELECT pk, created FROM _atoll_sync_objects WHERE class = ? AND erased IS NULL" + filter, args) {
+                if case .string(let pk) = row[0], case .string(let c) = row[1], let clock = Clock(text: c) { meta.created[pk] = clock }
+            }
+            for row in try sql.rows("SELECT pk, path, clock FROM _atoll_sync_fields WHERE class = ?" + filter, args) {
+                if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let c) = row[2], let clock = Clock(text: c) {
+                    meta.fields[pk, default: [:]][path] = clock
+                }
+            }
+            for row in try sql.rows("SELECT pk, path, elements FROM _atoll_sync_lists WHERE class = ?" + filter, args) {
+                if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let text) = row[2],
+                   let seq = try? ListSequence(text: text) {
+                    meta.lists[pk, default: [:]][path] = seq.liveIDs
+                }
+            }
+        }
+        return meta
+    }
+
+    func upsert(_ cls: String, _ pk: Value, _ key: String, _ doc: Document) -> SyncInstruction {
+        var u = SyncInstruction(.upsert, cls, pk)
+        u.object = doc
+        u.clock = created[key] ?? .zero
+        u.fieldClocks = fields[key] ?? [:]
+        var lists = self.lists[key] ?? [:]
+        // Lists the server has no identities for (written before sync knew them).
+        for (name, value) in doc where lists[name] == nil {
+            if case .list(let items) = value, !items.isEmpty, lists[name] == nil {
+                lists[name] = ListSequence(unnamed: items.count).liveIDs
+            }
+        }
+        u.lists = lists
+        return u
+    }
+}

@@ -1,0 +1,176 @@
+import AtollAuth
+import AtollJSON
+import AtollNet
+import AtollProtocol
+import AtollStore
+import Foundation
+import Synchronization
+
+/// The sync protocol's WebSocket subprotocol (docs/protocol.md).
+public let syncSubprotocol = "atoll-sync.1"
+
+/// One client's WebSocket: a user of one app, carrying any number of sessions.
+final class SyncConnection: @unchecked Sendable {
+    let socket: WebSocket
+    let user: RuleUser
+    let app: SyncApp
+
+    init(socket: WebSocket, user: RuleUser, app: SyncApp) {
+        self.socket = socket
+        self.user = user
+        self.app = app
+    }
+
+    func start() {
+        app.metrics.update { c in
+            c.connections += 1
+            c.connectionsOpened += 1
+        }
+        socket.onEvent = { [self] event in
+            switch event {
+            case .text(let text):
+                // Parsed on the app's queue: a large upload does not hold up the loop.
+                app.queue.async { [self] in
+                    do {
+                        app.handle(try Wire.decode(text), from: self)
+                    } catch {
+                        app.metrics.error(SyncErrorCode.badMessage.rawValue)
+                        send(SyncErrorMessage(.badMessage, "\(error)").wireValue)
+                        close(code: 1002, reason: "bad message")
+                    }
+                }
+            case .binary:
+                send(SyncErrorMessage(.badMessage, "messages are JSON text, not binary").wireValue)
+                close(code: 1003, reason: "text only")
+            case .closed:
+                app.metrics.update { $0.connections -= 1 }
+                app.connectionClosed(self)
+            case .pong:
+                break
+            }
+        }
+    }
+
+    func send(_ value: Value) { send(text: Wire.encode(value)) }
+
+    func send(text: String) {
+        do { try socket.send(text) } catch {
+            // A client that does not read its downloads is dropped; it resumes from its cursor.
+            app.log.warning("dropping a connection that does not keep up", ["user": user.id, "error": "\(error)"])
+            socket.close(code: 1008, reason: "too far behind")
+        }
+    }
+
+    func close(code: UInt16, reason: String) { socket.close(code: code, reason: reason) }
+}
+
+/// `atoll-server`: the app API (users, tokens), the sync endpoint, health and metrics, over one
+/// HTTP server (docs/server.md).
+public final class SyncServer: @unchecked Sendable {
+    public let configuration: ServerConfiguration
+    public let log: Logger
+    public let metrics = Metrics()
+    let http: HTTPServer
+    let apps: [String: SyncApp]
+    let auth: [String: AuthService]
+
+    /// Opens every app's data (creating the directories) and sets up the routes.
+    /// - Parameter authHooks: configures an app's auth before it is created (tests give
+    ///   confirmation and reset hooks here).
+    public init(configuration: ServerConfiguration,
+                authHooks: (@Sendable (inout AuthConfiguration) -> Void)? = nil) throws {
+        self.configuration = configuration
+        log = Logger(level: configuration.logLevel)
+        var http = HTTPServerConfiguration()
+        http.host = configuration.host
+        http.port = configuration.port
+        http.webSocket.maxMessageBytes = configuration.maxMessageBytes
+        http.webSocket.pingInterval = 30
+        http.webSocket.maxQueuedBytes = 256 << 20
+        self.http = try HTTPServer(configuration: http)
+        var apps = [String: SyncApp]()
+        var auth = [String: AuthService]()
+        for app in configuration.apps {
+            let directory = configuration.dataDirectory + "/" + app.id
+            apps[app.id] = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics)
+            var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0) } ?? AuthConfiguration(appId: app.id)
+            authHooks?(&authConfiguration)
+            auth[app.id] = try AuthService(configuration: authConfiguration, directory: directory)
+        }
+        self.apps = apps
+        self.auth = auth
+        installRoutes()
+    }
+
+    public var port: Int { http.port }
+    public var url: String { http.url }
+
+    public func start() throws {
+        try http.start()
+        log.info("listening", ["url": url, "apps": apps.keys.sorted().joined(separator: ","), "data": configuration.dataDirectory])
+    }
+
+    /// Stops accepting, closes WebSockets (clients resume elsewhere or later), waits for the
+    /// integration in progress to commit, and closes the stores.
+    public func shutdown() async {
+        await http.shutdown()
+        for app in apps.values { app.close() }
+        for service in auth.values { service.close() }
+        log.info("stopped")
+    }
+
+    private func installRoutes() {
+        AuthService.install(auth, on: http)
+        http.route("GET", "/health") { [apps] _ in
+            HTTPResponse(jsonText: Wire.encode(.doc(["status": .string("ok"), "apps": .list(apps.keys.sorted().map { .string($0) })])))
+        }
+        http.route("GET", "/metrics") { [self] _ in
+            let extra = apps.values.map { app in
+                ("history_version{app=\"\(app.configuration.id)\"}", "The newest server version.", Double(app.queue.sync { app.latestVersion }))
+            }
+            return HTTPResponse(text: metrics.prometheus(extra: extra), contentType: "text/plain; version=0.0.4")
+        }
+        http.webSocket("/api/client/v2.0/app/:app/realm-sync", subprotocols: [syncSubprotocol],
+                       authorize: { [self] request in
+                           do { _ = try authenticate(request) } catch let e as HTTPError {
+                               return HTTPResponse.error(e.status, e.message)
+                           } catch {
+                               return HTTPResponse.error(.unauthorized, "\(error)")
+                           }
+                           return nil
+                       },
+                       onOpen: { [self] socket in
+                           guard let request = socket.request, let (app, user) = try? authenticate(request) else {
+                               socket.close(code: 1008, reason: "not authorized")
+                               return
+                           }
+                           SyncConnection(socket: socket, user: user, app: app).start()
+                       })
+    }
+
+    /// The app and user of a sync request, from its path and access token.
+    func authenticate(_ request: HTTPRequest) throws -> (SyncApp, RuleUser) {
+        let id = request.pathParameters["app"] ?? ""
+        guard let app = apps[id], let service = auth[id] else { throw HTTPError(.notFound, "no app '\(id)'") }
+        var token = request.queryItems["access_token"]
+        if let header = request.headers["authorization"], header.lowercased().hasPrefix("bearer ") {
+            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        }
+        guard let token, !token.isEmpty else { throw HTTPError(.unauthorized, "an access token is needed") }
+        do {
+            let user = try service.verifyAccessToken(token)
+            return (app, RuleUser(id: user.id, data: user.data, customData: user.customData))
+        } catch {
+            throw HTTPError(.unauthorized, "\(error)")
+        }
+    }
+
+    /// An app's auth service (tests and the admin API).
+    public func authService(_ app: String) -> AuthService? { auth[app] }
+
+    /// Counters of an app's engine, for tests: the newest server version and bound sessions.
+    public func latestVersion(_ app: String) -> UInt64? {
+        guard let a = apps[app] else { return nil }
+        return a.queue.sync { a.latestVersion }
+    }
+}

@@ -1,0 +1,209 @@
+import AtollJSON
+import AtollProtocol
+import AtollStore
+
+/// What the client's unacknowledged changesets claim: the newest pending clock per field path,
+/// set element and dictionary key, the objects it erases and creates. A download instruction
+/// older than a pending write of the same thing is left out: the server will integrate the
+/// pending write after it and keep it (SYNC.md, "Rebase").
+struct PendingIndex {
+    var fields: [ObjectID: [String: Clock]] = [:]
+    var erased: [ObjectID: Clock] = [:]
+    var created: [ObjectID: Clock] = [:]
+    var touched: Set<ObjectID> = []
+    var lists: Set<String> = []
+
+    init(_ changesets: [SyncChangeset]) {
+        for cs in changesets {
+            for ins in cs.instructions {
+                let id = ins.objectID
+                touched.insert(id)
+                switch ins.op {
+                case .create: created[id] = cs.clock
+                case .erase: erased[id] = cs.clock
+                case .set: fields[id, default: [:]][ins.pathKey] = cs.clock
+                case .setInsert, .setErase:
+                    if let p = ins.property { fields[id, default: [:]][p + setSeparator + keyText(ins.value ?? .null)] = cs.clock }
+                case .dictionarySet, .dictionaryErase:
+                    if ins.path.count == 2, case .key(let p) = ins.path[0], case .key(let k) = ins.path[1] {
+                        fields[id, default: [:]][p + dictionarySeparator + k] = cs.clock
+                    }
+                case .setClear, .dictionaryClear:
+                    if let p = ins.property { fields[id, default: [:]][p + "\u{3}clear"] = cs.clock }
+                case .listInsert, .listErase, .listSet, .listClear:
+                    if let p = ins.property { lists.insert("\(id.className)\u{0}\(keyText(id.primaryKey))\u{0}\(p)") }
+                default: break
+                }
+            }
+        }
+    }
+
+    /// Whether a pending write of this path (or of a path that contains it) is newer than `clock`.
+    func overrides(_ id: ObjectID, _ path: String, _ clock: Clock) -> Bool {
+        guard let f = fields[id] else { return false }
+        var prefix = ""
+        for part in path.split(separator: ".", omittingEmptySubsequences: false) {
+            prefix = prefix.isEmpty ? String(part) : prefix + "." + part
+            if let c = f[prefix], c > clock { return true }
+        }
+        return false
+    }
+}
+
+/// Applies downloaded changesets to the client's store, inside the sync client's write
+/// transaction. Instructions that cannot apply here (a link to an object outside the view) are
+/// skipped, each on its own: the store rolls back a failed operation.
+struct Applier {
+    let store: Store
+    let sql: MetadataSQL
+    let pending: PendingIndex
+
+    func pkName(_ cls: String) -> String? { store.schema.classes.first { $0.name == cls }?.primaryKey }
+
+    func apply(_ ins: SyncInstruction, clock: Clock) throws {
+        let id = ins.objectID
+        let cls = ins.className
+        guard let pkName = pkName(cls) else { return }
+        let exists = { try self.store.object(cls, primaryKey: ins.primaryKey) != nil }
+        switch ins.op {
+        case .create:
+            if try exists() || pending.erased[id] != nil { return }
+            var d = Document()
+            d[pkName] = ins.primaryKey
+            _ = try store.create(cls, d)
+        case .erase, .evict:
+            guard try exists() else { return }
+            // A pending re-create newer than this erase will bring the object back on the server.
+            if ins.op == .erase, let c = pending.created[id], c > clock { return }
+            try store.delete(cls, primaryKey: ins.primaryKey)
+            try ClientTables.dropLists(sql, cls, keyText(ins.primaryKey))
+        case .set:
+            guard try exists(), !pending.overrides(id, ins.pathKey, clock) else { return }
+            try store.apply(set: ins)
+        case .listInsert, .listErase, .listSet, .listClear:
+            guard try exists(), let property = ins.property else { return }
+            let key = keyText(ins.primaryKey)
+            var seq = try ClientTables.list(sql, cls, key, property) ?? ListSequence()
+            switch ins.op {
+            case .listInsert:
+                guard let e = ins.element, let index = seq.insert(e, after: ins.after, clock: clock) else { return }
+                try store.listInsert(cls, primaryKey: ins.primaryKey, property: property, ins.value ?? .null, at: index)
+            case .listErase:
+                guard let e = ins.element, let index = seq.erase(e) else { return }
+                try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: index)
+            case .listSet:
+                guard let e = ins.element, let index = seq.set(e, clock: clock) else { return }
+                try store.listSet(cls, primaryKey: ins.primaryKey, property: property, ins.value ?? .null, at: index)
+            default:
+                for index in seq.clear(before: ins.element ?? ElementID(clock, .max)) {
+                    try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: index)
+                }
+            }
+            try ClientTables.saveList(sql, cls, key, property, seq)
+        case .setInsert, .setErase:
+            guard try exists(), let property = ins.property else { return }
+            let value = ins.value ?? .null
+            if let c = pending.fields[id]?[property + setSeparator + keyText(value)], c > clock { return }
+            if ins.op == .setInsert {
+                _ = try store.setInsert(cls, primaryKey: ins.primaryKey, property: property, value)
+            } else {
+                _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
+            }
+        case .setClear:
+            guard try exists(), let property = ins.property,
+                  case .list(let members)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return }
+            for value in members {
+                if let c = pending.fields[id]?[property + setSeparator + keyText(value)], c > clock { continue }
+                _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
+            }
+        case .dictionarySet, .dictionaryErase:
+            guard try exists(), ins.path.count == 2, case .key(let property) = ins.path[0], case .key(let k) = ins.path[1] else { return }
+            if let c = pending.fields[id]?[property + dictionarySeparator + k], c > clock { return }
+            if ins.op == .dictionarySet {
+                try store.dictionarySet(cls, primaryKey: ins.primaryKey, property: property, key: k, ins.value ?? .null)
+            } else {
+                _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: property, key: k)
+            }
+        case .dictionaryClear:
+            guard try exists(), let property = ins.property,
+                  case .object(let entries)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return }
+            for k in entries.keys {
+                if let c = pending.fields[id]?[property + dictionarySeparator + k], c > clock { continue }
+                _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: property, key: k)
+            }
+        case .upsert:
+            try upsert(ins, pkName)
+        }
+    }
+
+    /// Writes an object as the server holds it, except the fields with newer pending writes.
+    /// Links are written in a second step (`links`), once every object of the batch exists.
+    func upsert(_ ins: SyncInstruction, _ pkName: String) throws {
+        let id = ins.objectID
+        if pending.erased[id] != nil { return }
+        guard let object = ins.object, let schema = store.schema.classes.first(where: { $0.name == id.className }) else { return }
+        let base = ins.clock ?? .zero
+        var doc = Document()
+        doc[pkName] = ins.primaryKey
+        let key = keyText(ins.primaryKey)
+        for p in schema.properties where p.name != pkName && !p.isComputed {
+            guard let value = object[p.name] else { continue }
+            if linkLike(p) { continue }
+            let listKey = "\(id.className)\u{0}\(key)\u{0}\(p.name)"
+            if p.isList, pending.lists.contains(listKey) { continue }
+            if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) { continue }
+            doc[p.name] = value
+        }
+        _ = try store.create(id.className, doc, update: .modified)
+        for p in schema.properties where p.isList {
+            let listKey = "\(id.className)\u{0}\(key)\u{0}\(p.name)"
+            if pending.lists.contains(listKey) { continue }
+            try ClientTables.saveList(sql, id.className, key, p.name, ListSequence(ids: ins.lists[p.name] ?? [], clock: base))
+        }
+    }
+
+    /// Whether a property holds links (written after the objects they point to exist).
+    func linkLike(_ p: Property) -> Bool {
+        guard p.isLink else { return false }
+        return !(store.schema.classes.first { $0.name == p.objectType }?.isEmbedded ?? false)
+    }
+
+    /// The links of an upsert, after every object of its batch exists: a link to an object that
+    /// is not on the device (outside the view) is left null, a list drops it.
+    func links(_ ins: SyncInstruction, _ pkName: String) throws {
+        let id = ins.objectID
+        if pending.erased[id] != nil { return }
+        guard let object = ins.object, let schema = store.schema.classes.first(where: { $0.name == id.className }),
+              try store.object(id.className, primaryKey: ins.primaryKey) != nil else { return }
+        let base = ins.clock ?? .zero
+        let key = keyText(ins.primaryKey)
+        for p in schema.properties where linkLike(p) {
+            guard let value = object[p.name] else { continue }
+            if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) { continue }
+            if p.isList, pending.lists.contains("\(id.className)\u{0}\(key)\u{0}\(p.name)") { continue }
+            var doc = Document()
+            doc[pkName] = ins.primaryKey
+            doc[p.name] = try present(value, p)
+            _ = try store.create(id.className, doc, update: .modified)
+        }
+    }
+
+    /// A link value without the targets that are not on the device.
+    func present(_ value: Value, _ p: Property) throws -> Value {
+        guard let target = p.objectType else { return value }
+        func here(_ v: Value) throws -> Bool {
+            if case .null = v { return false }
+            let pk: Value
+            if case .link(let l) = v { pk = l.primaryKey } else { pk = v }
+            return try store.object(target, primaryKey: pk) != nil
+        }
+        switch value {
+        case .list(let items): return .list(try items.filter(here))
+        case .object(let d) where p.collection == .dictionary:
+            var out = Document()
+            for (k, v) in d { out[k] = try here(v) ? v : .null }
+            return .object(out)
+        default: return try here(value) ? value : .null
+        }
+    }
+}

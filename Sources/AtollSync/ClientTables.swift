@@ -1,0 +1,61 @@
+import AtollJSON
+import AtollProtocol
+import AtollStore
+
+/// The client's sync metadata, in the realm file beside the data (`_atoll_sync_` tables),
+/// written in the same transactions as the data they describe.
+enum ClientTables {
+    static let statements = [
+        "CREATE TABLE IF NOT EXISTS _atoll_sync_state (key TEXT PRIMARY KEY, value ANY) STRICT",
+        // Local changesets the server has not acknowledged, in sync form (clock, identities).
+        "CREATE TABLE IF NOT EXISTS _atoll_sync_pending (version INTEGER PRIMARY KEY, changeset TEXT NOT NULL, bytes INTEGER NOT NULL) STRICT",
+        // Change-log versions written by the sync client itself (downloads): never uploaded.
+        "CREATE TABLE IF NOT EXISTS _atoll_sync_applied (version INTEGER PRIMARY KEY) STRICT",
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_lists (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
+            elements TEXT NOT NULL, PRIMARY KEY (class, pk, path)) STRICT, WITHOUT ROWID
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_subscriptions (version INTEGER PRIMARY KEY, state TEXT NOT NULL,
+            error TEXT, queries TEXT NOT NULL) STRICT
+        """,
+    ]
+
+    static func create(_ sql: MetadataSQL) throws {
+        for s in statements { try sql.execute(s) }
+    }
+
+    static func get(_ sql: MetadataSQL, _ key: String) throws -> Value? {
+        try sql.rows("SELECT value FROM _atoll_sync_state WHERE key = ?", [.string(key)]).first?.first
+    }
+
+    static func int(_ sql: MetadataSQL, _ key: String) throws -> Int64 {
+        if case .int(let i)? = try get(sql, key) { return i }
+        return 0
+    }
+
+    static func set(_ sql: MetadataSQL, _ key: String, _ value: Value) throws {
+        try sql.execute("INSERT OR REPLACE INTO _atoll_sync_state VALUES (?, ?)", [.string(key), value])
+    }
+
+    static func list(_ sql: MetadataSQL, _ cls: String, _ pk: String, _ path: String) throws -> ListSequence? {
+        guard case .string(let text)? = try sql.rows("SELECT elements FROM _atoll_sync_lists WHERE class = ? AND pk = ? AND path = ?",
+                                                      [.string(cls), .string(pk), .string(path)]).first?.first else { return nil }
+        return try ListSequence(text: text)
+    }
+
+    static func saveList(_ sql: MetadataSQL, _ cls: String, _ pk: String, _ path: String, _ seq: ListSequence) throws {
+        try sql.execute("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)", [.string(cls), .string(pk), .string(path), .string(seq.text)])
+    }
+
+    static func dropLists(_ sql: MetadataSQL, _ cls: String, _ pk: String) throws {
+        try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
+    }
+}
+
+/// The text key of a primary key in metadata tables (the same as the server's).
+func keyText(_ v: Value) -> String { Wire.encode(v) }
+
+/// Field-clock path keys of set elements and dictionary keys (as the server's).
+let setSeparator = "\u{1}"
+let dictionarySeparator = "\u{2}"

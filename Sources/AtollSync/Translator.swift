@@ -1,0 +1,101 @@
+import AtollJSON
+import AtollProtocol
+import AtollStore
+
+/// Turns local change-log entries into sync changesets: index-based list operations become
+/// element identities (kept per list in `_atoll_sync_lists`), moves become an erase and an
+/// insert, and the entry gets a clock. Runs inside the sync client's write transaction, in
+/// version order, before any download is applied, so the list identities always describe the
+/// lists as the entry being translated saw them.
+struct Translator {
+    let store: Store
+    let sql: MetadataSQL
+    let clock: HybridClock
+
+    /// Translates one entry; nil when nothing in it is synced.
+    func translate(_ entry: ChangeSet) throws -> SyncChangeset? {
+        let stamp = clock.stamp(wall: entry.timestamp.milliseconds)
+        var out = [SyncInstruction]()
+        var lists = [String: ListSequence]()
+        func listKey(_ ins: Instruction, _ property: String) -> String { "\(ins.className)\u{0}\(keyText(ins.primaryKey))\u{0}\(property)" }
+        func sequence(_ ins: Instruction, _ property: String) throws -> ListSequence {
+            let k = listKey(ins, property)
+            if let s = lists[k] { return s }
+            if let s = try ClientTables.list(sql, ins.className, keyText(ins.primaryKey), property) { return s }
+            // A list sync has not seen: one of an object created here (its elements follow as
+            // inserts). Lists of objects written before the realm was synced are not known:
+            // such data reaches a synced realm through `writeCopy`, which creates them anew.
+            return ListSequence()
+        }
+        for (n, ins) in entry.instructions.enumerated() {
+            let id = ElementID(stamp, Int64(n))
+            func sync(_ op: SyncOp) -> SyncInstruction {
+                SyncInstruction(op, ins.className, ins.primaryKey, path: ins.path, value: ins.value)
+            }
+            switch ins.op {
+            case .create:
+                out.append(sync(.create))
+            case .erase:
+                out.append(sync(.erase))
+                try ClientTables.dropLists(sql, ins.className, keyText(ins.primaryKey))
+                lists = lists.filter { !$0.key.hasPrefix("\(ins.className)\u{0}\(keyText(ins.primaryKey))\u{0}") }
+            case .set:
+                out.append(sync(.set))
+            case .listInsert, .listErase, .listSet, .listMove, .listClear:
+                guard ins.path.count == 1, case .key(let property) = ins.path[0] else {
+                    // Lists inside embedded objects travel as a set of the whole embedded object.
+                    if case .key(let property)? = ins.path.first,
+                       let whole = try store.value(ins.className, primaryKey: ins.primaryKey, property: property) {
+                        out.append(SyncInstruction(.set, ins.className, ins.primaryKey, path: [.key(property)], value: whole))
+                    }
+                    continue
+                }
+                var seq = try sequence(ins, property)
+                let index = ins.index ?? 0
+                switch ins.op {
+                case .listInsert:
+                    let before = index == 0 ? nil : seq.ids(around: index - 1).id
+                    _ = seq.insert(id, after: before, clock: stamp)
+                    out.append(SyncInstruction(.listInsert, ins.className, ins.primaryKey, path: ins.path, value: ins.value,
+                                               element: id, after: before))
+                case .listErase:
+                    guard let target = seq.ids(around: index).id else { continue }
+                    _ = seq.erase(target)
+                    out.append(SyncInstruction(.listErase, ins.className, ins.primaryKey, path: ins.path, element: target))
+                case .listSet:
+                    guard let target = seq.ids(around: index).id else { continue }
+                    _ = seq.set(target, clock: stamp)
+                    out.append(SyncInstruction(.listSet, ins.className, ins.primaryKey, path: ins.path, value: ins.value, element: target))
+                case .listMove:
+                    guard let target = seq.ids(around: index).id else { continue }
+                    _ = seq.erase(target)
+                    let to = ins.toIndex ?? 0
+                    let before = to == 0 ? nil : seq.ids(around: to - 1).id
+                    _ = seq.insert(id, after: before, clock: stamp)
+                    out.append(SyncInstruction(.listErase, ins.className, ins.primaryKey, path: ins.path, element: target))
+                    out.append(SyncInstruction(.listInsert, ins.className, ins.primaryKey, path: ins.path, value: ins.value ?? .null,
+                                               element: id, after: before))
+                default:
+                    _ = seq.clear(before: id)
+                    var i = SyncInstruction(.listClear, ins.className, ins.primaryKey, path: ins.path)
+                    i.element = id
+                    out.append(i)
+                }
+                lists[listKey(ins, property)] = seq
+            case .setInsert: out.append(sync(.setInsert))
+            case .setErase: out.append(sync(.setErase))
+            case .setClear: out.append(sync(.setClear))
+            case .dictionarySet: out.append(sync(.dictionarySet))
+            case .dictionaryErase: out.append(sync(.dictionaryErase))
+            case .dictionaryClear: out.append(sync(.dictionaryClear))
+            }
+        }
+        for (k, seq) in lists {
+            let parts = k.split(separator: "\u{0}", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 3 else { continue }
+            try ClientTables.saveList(sql, parts[0], parts[1], parts[2], seq)
+        }
+        guard !out.isEmpty else { return nil }
+        return SyncChangeset(clientVersion: entry.version, clock: stamp, instructions: out)
+    }
+}

@@ -1,0 +1,202 @@
+import AtollJSON
+import AtollNet
+import AtollProtocol
+import AtollStore
+import Foundation
+
+/// The one WebSocket of a user to the server, carrying the sessions of all its synced realms
+/// (SYNC.md). Connects when a session needs it, reconnects with backoff after a cut, refreshes
+/// the access token when the server refuses it. Everything happens on `queue`.
+final class UserConnection: @unchecked Sendable {
+    let queue: DispatchQueue
+    unowned let app: App
+    let user: User
+    private var socket: WebSocket?
+    private var connecting = false
+    private var sessions: [Int64: SyncSession] = [:]
+    private var nextNumber: Int64 = 0
+    private var attempt = 0
+    private var generation = 0
+    private var stopped = false
+    private var retryScheduled = false
+
+    init(app: App, user: User) {
+        self.app = app
+        self.user = user
+        queue = DispatchQueue(label: "atoll.sync.user.\(user.id)")
+    }
+
+    /// Adds a session (on the queue): it is bound as soon as the connection is up.
+    func attach(_ session: SyncSession) {
+        guard !sessions.values.contains(where: { $0 === session }) else { return }
+        nextNumber += 1
+        session.number = nextNumber
+        sessions[nextNumber] = session
+        if socket != nil {
+            session.didConnect()
+        } else {
+            session.setConnectionState(.connecting)
+            connect()
+        }
+    }
+
+    /// Removes a session (on the queue); the connection closes with the last.
+    func detach(_ session: SyncSession) {
+        guard sessions[session.number] === session else { return }
+        if session.bound { send(.doc(["type": .string("unbind"), "session": .int(session.number)])) }
+        sessions[session.number] = nil
+        session.didDisconnect()
+        if sessions.isEmpty {
+            generation += 1
+            socket?.close(code: 1000, reason: "no sessions")
+            socket = nil
+        }
+    }
+
+    /// Binds a session again under a new number (after a client reset).
+    func rebind(_ session: SyncSession) {
+        detach(session)
+        attach(session)
+    }
+
+    func stop() {
+        queue.async { [self] in
+            stopped = true
+            generation += 1
+            socket?.close(code: 1000, reason: "logged out")
+            socket = nil
+            for s in sessions.values { s.didDisconnect() }
+        }
+    }
+
+    func send(_ value: Value) {
+        guard let socket else { return }
+        do { try socket.send(Wire.encode(value)) } catch {
+            socket.close(code: 1001, reason: "send failed")
+        }
+    }
+
+    /// Drops the connection and connects again.
+    func reconnectNow() {
+        generation += 1
+        socket?.close(code: 1000, reason: "reconnect")
+        socket = nil
+        connecting = false
+        for s in sessions.values { s.didDisconnect() }
+        attempt = 0
+        connect()
+    }
+
+    private var wanted: Bool { !stopped && sessions.values.contains { $0.state == .active } }
+
+    private func connect() {
+        guard socket == nil, !connecting, wanted else { return }
+        connecting = true
+        for s in sessions.values { s.setConnectionState(.connecting) }
+        generation += 1
+        let gen = generation
+        let url = app.syncURL
+        var options = WebSocketClientOptions()
+        options.subprotocols = [syncSubprotocol]
+        options.connectTimeout = app.configuration.connectTimeout
+        options.tls = app.configuration.tls
+        options.webSocket.maxMessageBytes = 64 << 20
+        options.webSocket.pingInterval = 30
+        let user = self.user
+        Task { [self] in
+            do {
+                var token = try await user.validAccessToken()
+                options.headers = ["Authorization": "Bearer \(token)"]
+                let ws: WebSocket
+                do {
+                    ws = try await WebSocket.connect(to: url, options: options)
+                } catch NetError.upgradeRefused(401) {
+                    // The token was refused (revoked signing key, clock skew): refresh once.
+                    try await user.refreshAccessToken()
+                    token = user.accessToken
+                    options.headers = ["Authorization": "Bearer \(token)"]
+                    ws = try await WebSocket.connect(to: url, options: options)
+                }
+                queue.async { self.opened(ws, gen) }
+            } catch {
+                queue.async { self.failed(error, gen) }
+            }
+        }
+    }
+
+    private func opened(_ ws: WebSocket, _ gen: Int) {
+        connecting = false
+        guard gen == generation, wanted else {
+            ws.close(code: 1000, reason: "not needed")
+            return
+        }
+        socket = ws
+        attempt = 0
+        ws.onEvent = { [weak self] event in
+            guard let self else { return }
+            self.queue.async { self.event(event, ws) }
+        }
+        for s in sessions.values.sorted(by: { $0.number < $1.number }) { s.didConnect() }
+    }
+
+    private func failed(_ error: Error, _ gen: Int) {
+        connecting = false
+        guard gen == generation else { return }
+        let syncError: SyncError
+        switch error {
+        case let e as SyncError: syncError = e
+        case NetError.timeout(let what): syncError = SyncError(.timeout, "connecting to the server timed out (\(what))")
+        case NetError.upgradeRefused(let status):
+            syncError = SyncError(status == 401 ? .authFailed : .connectionFailed, "the server refused the sync connection (HTTP \(status))", status: status)
+        default: syncError = SyncError(.connectionFailed, "cannot connect to the server: \(error)")
+        }
+        for s in sessions.values {
+            s.setConnectionState(.disconnected)
+            s.connectFailed(syncError)
+        }
+        if syncError.code == .authFailed && syncError.status == 401 && !user.isLoggedIn { return }
+        scheduleRetry()
+    }
+
+    private func scheduleRetry() {
+        guard wanted, !retryScheduled else { return }
+        retryScheduled = true
+        attempt += 1
+        // 0.25 s, 0.5, 1, 2 … up to 30 s, with jitter.
+        let delay = min(30, 0.25 * pow(2, Double(min(attempt - 1, 7)))) * Double.random(in: 0.8...1.2)
+        queue.asyncAfter(deadline: .now() + delay) { [self] in
+            retryScheduled = false
+            connect()
+        }
+    }
+
+    private func event(_ event: WebSocketEvent, _ ws: WebSocket) {
+        guard ws === socket else { return }
+        switch event {
+        case .text(let text):
+            do {
+                let m = try Wire.decode(text)
+                if case .int(let n)? = m["session"], let s = sessions[n] {
+                    s.handle(m)
+                } else if (try? m.string("type")) == "error" {
+                    let e = try SyncErrorMessage(wire: m)
+                    for s in sessions.values { s.report(SyncError(e.code, e.message)) }
+                }
+            } catch {
+                for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message that is not JSON: \(error)")) }
+            }
+        case .closed(let code, let reason):
+            socket = nil
+            for s in sessions.values { s.didDisconnect() }
+            if code != 1000 && code != 1001 {
+                for s in sessions.values { s.report(SyncError(.connectionFailed, "the connection closed (\(code) \(reason))")) }
+            }
+            scheduleRetry()
+        case .binary, .pong:
+            break
+        }
+    }
+}
+
+/// The sync protocol's WebSocket subprotocol (docs/protocol.md).
+let syncSubprotocol = "atoll-sync.1"

@@ -1,0 +1,84 @@
+import AtollServer
+import Foundation
+
+// atoll-server: the sync server (docs/server.md).
+//
+//   atoll-server [--config FILE] [--host HOST] [--port PORT] [--data DIR] [--log-level LEVEL]
+//
+// With no arguments: one app, "default", on 127.0.0.1:9090, data in ./atoll-data, anonymous and
+// email/password login, development mode. The first line on stdout is `listening on URL`.
+
+let usage = """
+usage: atoll-server [--config FILE] [--host HOST] [--port PORT] [--data DIR] [--log-level debug|info|warning|error]
+
+  --config FILE   apps, auth providers, schemas, sync modes and rules (JSON; docs/server.md)
+  --host HOST     address to listen on (default 127.0.0.1)
+  --port PORT     port (default 9090; 0 picks a free one)
+  --data DIR      where each app's data lives (default ./atoll-data)
+  --log-level L   structured logs on stderr at this level and above (default info)
+
+"""
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("atoll-server: \(message)\n".utf8))
+    exit(2)
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var options = [String: String]()
+while let first = arguments.first {
+    arguments.removeFirst()
+    switch first {
+    case "-h", "--help":
+        FileHandle.standardOutput.write(Data(usage.utf8))
+        exit(0)
+    case "--config", "--host", "--port", "--data", "--log-level":
+        guard let value = arguments.first else { fail("\(first) needs a value\n\(usage)") }
+        arguments.removeFirst()
+        options[first] = value
+    default:
+        fail("unknown argument '\(first)'\n\(usage)")
+    }
+}
+
+var configuration = ServerConfiguration()
+do {
+    if let file = options["--config"] { configuration = try ServerConfiguration(file: file) }
+} catch {
+    fail("\(error)")
+}
+if let host = options["--host"] { configuration.host = host }
+if let port = options["--port"] {
+    guard let p = Int(port), (0...65535).contains(p) else { fail("--port must be 0...65535") }
+    configuration.port = p
+}
+if let data = options["--data"] { configuration.dataDirectory = data }
+if let level = options["--log-level"] {
+    guard let l = LogLevel(rawValue: level) else { fail("--log-level must be debug, info, warning or error") }
+    configuration.logLevel = l
+}
+
+let server: SyncServer
+do {
+    server = try SyncServer(configuration: configuration)
+    try server.start()
+} catch {
+    fail("\(error)")
+}
+FileHandle.standardOutput.write(Data("listening on \(server.url)\n".utf8))
+
+// SIGINT and SIGTERM: a graceful shutdown (what was acknowledged is committed already).
+signal(SIGINT, SIG_IGN)
+signal(SIGTERM, SIG_IGN)
+let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+    let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+    source.setEventHandler {
+        Task {
+            await server.shutdown()
+            exit(0)
+        }
+    }
+    source.resume()
+    return source
+}
+withExtendedLifetime(signals) { dispatchMain() }
