@@ -42,15 +42,15 @@ let package = Package(
         .target(name: "AtollServer", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson"]),
         .target(name: "AtollSync", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson"]),
         .executableTarget(name: "atoll-server", dependencies: ["AtollServer", "AtollNet", "AtollJSON", "AtollStore"]),
-        .target(name: "Atoll", dependencies: ["AtollStore"]),
+        .target(name: "Atoll", dependencies: ["AtollStore", "AtollSync", "AtollProtocol"]),
         .target(
             name: "AtollC",
-            dependencies: ["AtollStore", "AtollJSON", "CJansson"],
+            dependencies: ["AtollStore", "AtollJSON", "AtollSync", "AtollProtocol", "CJansson"],
             linkerSettings: [.unsafeFlags(["-Xlinker", "-soname=libatoll.so.0"])]
         ),
         .target(name: "AtollTestSupport", dependencies: ["AtollStore"], path: "Tests/AtollTestSupport"),
         .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore", "AtollTestSupport"]),
-        .testTarget(name: "AtollTests", dependencies: ["Atoll", "AtollTestSupport"]),
+        .testTarget(name: "AtollTests", dependencies: ["Atoll", "AtollTestSupport", "AtollServer"]),
         .testTarget(name: "AtollNetTests", dependencies: ["AtollNet"]),
         .testTarget(name: "AtollAuthTests", dependencies: ["AtollAuth", "AtollNet", "AtollJSON", "AtollStore"]),
         .testTarget(name: "AtollSyncTests", dependencies: ["AtollSync", "AtollServer", "AtollProtocol", "AtollNet",

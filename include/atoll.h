@@ -105,7 +105,19 @@ typedef enum atoll_status_e {
     ATOLL_ERR_INTERNAL = 19,
     /** A migration failed: its callback returned false (the message is the callback's last
      *  error, if it had one). The file is left as it was. */
-    ATOLL_ERR_MIGRATION = 20
+    ATOLL_ERR_MIGRATION = 20,
+    /** Sync: a login was refused, or the user is logged out (the message has the server's reason). */
+    ATOLL_ERR_AUTH = 21,
+    /** Sync: a wait (download, upload, subscriptions, connecting) did not end in time. */
+    ATOLL_ERR_TIMEOUT = 22,
+    /** Sync: the server could not be reached. */
+    ATOLL_ERR_NETWORK = 23,
+    /** Sync: a subscription with that name exists already (update it instead). */
+    ATOLL_ERR_SUBSCRIPTION_EXISTS = 24,
+    /** Sync: the server refused the subscription set (the message has its reason). */
+    ATOLL_ERR_SUBSCRIPTION = 25,
+    /** Sync: any other sync error; the message starts with its code (docs/protocol.md). */
+    ATOLL_ERR_SYNC = 26
 } atoll_status_e;
 
 /** How atoll_object_create() treats an object whose primary key exists already. */
@@ -812,6 +824,213 @@ int atoll_realm_notification_fd(atoll_realm_t *realm);
  *   "thread" delivery), ATOLL_ERR_CLOSED.
  */
 bool atoll_realm_deliver_notifications(atoll_realm_t *realm);
+
+/* MARK: - Sync (docs/sync.md, docs/protocol.md, docs/app-api.md)
+ *
+ * An app on an atoll-server, its users, and synced realms. Calls that talk to the server block
+ * the calling thread until they are done (call them from a worker thread when the host must
+ * not block); state changes and errors arrive through callbacks, on library threads. Every
+ * handle here is freed with its own _free function; freeing never blocks on the network. */
+
+/** An app on a server: its id, its users (kept in a metadata file). */
+typedef struct atoll_app atoll_app_t;
+/** A logged-in (or logged-out) user of an app. */
+typedef struct atoll_user atoll_user_t;
+/** The sync of one synced realm file: state, pause/resume, waits. */
+typedef struct atoll_sync_session atoll_sync_session_t;
+/** A synced realm being opened in the background (AsyncOpen / AutoOpen). */
+typedef struct atoll_async_open atoll_async_open_t;
+
+/**
+ * Opens an app: {"appId": "default", "baseUrl": "http://127.0.0.1:9090", "metadataDir": ".",
+ * "requestTimeoutMs": 60000, "connectTimeoutMs": 10000} (only appId is required). Users logged
+ * in before (in metadataDir) are still logged in. Two handles with the same appId, baseUrl and
+ * metadataDir share one app (its users and connections), as Realm's App(id:) does.
+ * @return the app (free with atoll_app_free), or NULL with ATOLL_ERR_INVALID_ARGUMENT,
+ *   ATOLL_ERR_INVALID_JSON, ATOLL_ERR_FILE (the metadata directory).
+ */
+atoll_app_t *atoll_app_new(const char *app_config_json);
+
+/** Frees an app handle (users and realms opened through it stay usable). NULL is allowed. */
+void atoll_app_free(atoll_app_t *app);
+
+/**
+ * Logs a user in and makes it the current user. Blocks until the server answers.
+ * @param credentials_json {"provider": "anonymous"}, {"provider": "emailPassword", "email",
+ *   "password"}, {"provider": "apiKey", "key"} or {"provider": "jwt", "token"}.
+ * @return the user (free with atoll_user_free), or NULL with ATOLL_ERR_AUTH (refused; the
+ *   message has the server's reason), ATOLL_ERR_NETWORK, ATOLL_ERR_TIMEOUT,
+ *   ATOLL_ERR_INVALID_ARGUMENT.
+ */
+atoll_user_t *atoll_app_login(atoll_app_t *app, const char *credentials_json);
+
+/**
+ * Registers an email/password user (then log in with it). Blocks.
+ * @return true; false with ATOLL_ERR_AUTH (e.g. the email is taken: HTTP 409 in the message),
+ *   ATOLL_ERR_NETWORK, ATOLL_ERR_TIMEOUT, ATOLL_ERR_INVALID_ARGUMENT.
+ */
+bool atoll_app_register_email(atoll_app_t *app, const char *email, const char *password);
+
+/**
+ * The current user (the last logged in or switched to, if still logged in).
+ * @return a new handle, or NULL with no error when nobody is logged in (or NULL with
+ *   ATOLL_ERR_INVALID_ARGUMENT).
+ */
+atoll_user_t *atoll_app_current_user(atoll_app_t *app);
+
+/**
+ * Every user of the app's metadata file, most recently used first: a JSON array of
+ * {"id", "state": "loggedIn" | "loggedOut", "provider", "profile"}; free with atoll_free.
+ * @return the text, or NULL with ATOLL_ERR_INVALID_ARGUMENT.
+ */
+char *atoll_app_all_users(atoll_app_t *app);
+
+/** Makes a logged-in user the current one. @return true; false with ATOLL_ERR_AUTH (logged
+ *  out), ATOLL_ERR_INVALID_ARGUMENT. */
+bool atoll_app_switch_user(atoll_app_t *app, atoll_user_t *user);
+
+/**
+ * Receives every sync error of the app's sessions: fn gets {"code": "writeRejected",
+ * "codeNumber": 231, "message", "fatal": false, "action": "warning", "compensatingWrites":
+ * [{"class", "primaryKey", "reason"}], "path": the realm file, when a session is concerned}.
+ * Codes are Realm's SyncError codes where they apply (connectionFailed, timeout, authFailed,
+ * clientReset, writeRejected, permissionDenied, invalidFlexibleSyncSubscriptions, ...; the
+ * list is in docs/protocol.md). Called on a library thread.
+ * @return a token (free with atoll_token_free to stop), or NULL with ATOLL_ERR_INVALID_ARGUMENT
+ *   (free_userdata is then called at once).
+ */
+atoll_token_t *atoll_app_observe_errors(atoll_app_t *app, atoll_changes_fn fn, void *userdata,
+                                        atoll_free_userdata_fn free_userdata);
+
+/** The user as JSON: {"id", "state", "provider", "profile"}; free with atoll_free. NULL with
+ *  ATOLL_ERR_INVALID_ARGUMENT. */
+char *atoll_user_json(atoll_user_t *user);
+
+/** Logs a user out: its refresh token is revoked on the server (best effort; works offline),
+ *  its sync sessions stop. @return true; false with ATOLL_ERR_INVALID_ARGUMENT. */
+bool atoll_user_logout(atoll_user_t *user);
+
+/** Logs a user out and removes it from the metadata file. Blocks. */
+bool atoll_user_remove(atoll_user_t *user);
+
+/** Deletes the user on the server (its identities, keys and tokens), then removes it here.
+ *  Blocks. @return true; false with ATOLL_ERR_AUTH, ATOLL_ERR_NETWORK, ATOLL_ERR_TIMEOUT. */
+bool atoll_user_delete(atoll_user_t *user);
+
+/** Frees a user handle (the user stays logged in). NULL is allowed. */
+void atoll_user_free(atoll_user_t *user);
+
+/**
+ * Opens a synced realm. config_json is atoll_realm_open()'s configuration plus
+ * "sync": {"mode": "flexible" | "partition", "partitionValue": any JSON value (partition),
+ * "initialSubscriptions": [{"name", "class", "query", "args"}], "rerunOnOpen": false,
+ * "downloadBeforeOpen": "never" | "once" | "always", "timeoutMs": 30000,
+ * "offlineFallback": false, "clientResetMode": "manual" | "discardUnsyncedChanges" |
+ * "recoverUnsyncedChanges" (default) | "recoverOrDiscardUnsyncedChanges"}.
+ * With "downloadBeforeOpen" other than "never" it blocks until the server's data is in the
+ * file ("once": only until the file has downloaded once); with "offlineFallback" a server that
+ * cannot be reached in time opens the data on the device instead of failing.
+ * The realm is an ordinary realm handle (atoll_realm_close closes it; the session stops with
+ * the last handle of the file).
+ * @return the realm, or NULL with ATOLL_ERR_TIMEOUT, ATOLL_ERR_NETWORK, ATOLL_ERR_AUTH,
+ *   ATOLL_ERR_SYNC, and atoll_realm_open()'s errors.
+ */
+atoll_realm_t *atoll_realm_open_synced(atoll_user_t *user, const char *config_json);
+
+/**
+ * Opens a synced realm in the background, downloading first (AsyncOpen; with
+ * "offlineFallback": true, AutoOpen). fn gets {"state": "connecting"}, {"state":
+ * "waitingForUser"} (the user is logged out), {"state": "progress", "transferred",
+ * "transferable", "estimate": 0..1}, then {"state": "open"} (take the realm with
+ * atoll_async_open_take_realm) or {"state": "error", "code", "status": "ATOLL_ERR_TIMEOUT"...,
+ * "message"}. Called on a library thread.
+ * @return the task (free with atoll_async_open_free), or NULL with ATOLL_ERR_INVALID_ARGUMENT,
+ *   ATOLL_ERR_INVALID_JSON (free_userdata is then called at once).
+ */
+atoll_async_open_t *atoll_realm_async_open(atoll_user_t *user, const char *config_json, atoll_changes_fn fn,
+                                           void *userdata, atoll_free_userdata_fn free_userdata);
+
+/** The realm an async open opened (once it reported "open"); once only.
+ *  @return the realm, or NULL with ATOLL_ERR_INVALID_ARGUMENT (not open yet, or taken). */
+atoll_realm_t *atoll_async_open_take_realm(atoll_async_open_t *task);
+
+/** Frees the task; an open still running is cancelled (fn is not called after this returns
+ *  a "state" other than what was under way). NULL is allowed. */
+void atoll_async_open_free(atoll_async_open_t *task);
+
+/**
+ * The newest subscription set of a flexible-sync realm: {"version", "state": "pending" |
+ * "bootstrapping" | "complete" | "error" | "superseded", "error": the server's reason or null,
+ * "subscriptions": [{"name", "class", "query", "args"}]}; free with atoll_free.
+ * @return the text, or NULL with ATOLL_ERR_INVALID_ARGUMENT (not a synced realm), ATOLL_ERR_CLOSED.
+ */
+char *atoll_subscriptions_json(atoll_realm_t *realm);
+
+/**
+ * Makes a new subscription set version in one batch: {"add": [{"name", "class", "query",
+ * "args"}], "update": [{"name", "query", "args"}], "remove": ["name"], "removeClasses":
+ * ["Class"], "removeAll": false}; removals first, then updates, then adds. It is sent to the
+ * server at once; wait for it with atoll_subscriptions_wait().
+ * @param out_version the new version (may be NULL).
+ * @return true; false with ATOLL_ERR_SUBSCRIPTION_EXISTS (an added name exists),
+ *   ATOLL_ERR_NOT_FOUND (an updated name does not), ATOLL_ERR_INVALID_ARGUMENT, ATOLL_ERR_SYNC
+ *   (a partition-sync realm has no subscriptions).
+ */
+bool atoll_subscriptions_update(atoll_realm_t *realm, const char *update_json, uint64_t *out_version);
+
+/**
+ * Waits until a subscription version is complete (its objects are in the realm).
+ * @return true; false with ATOLL_ERR_SUBSCRIPTION (the server refused it: SORT/LIMIT, a field
+ *   that is not queryable...; the message has the reason), ATOLL_ERR_TIMEOUT.
+ */
+bool atoll_subscriptions_wait(atoll_realm_t *realm, uint64_t version, int timeout_ms);
+
+/** The sync session of a synced realm (free with atoll_sync_session_free).
+ *  @return the session, or NULL with ATOLL_ERR_INVALID_ARGUMENT (not synced), ATOLL_ERR_CLOSED. */
+atoll_sync_session_t *atoll_realm_sync_session(atoll_realm_t *realm);
+
+/** {"state": "active" | "paused" | "inactive", "connection": "disconnected" | "connecting" |
+ *  "connected", "path", "user"}; free with atoll_free. */
+char *atoll_sync_session_state_json(atoll_sync_session_t *session);
+
+/** Stops talking to the server (local writes go on and wait to be uploaded). */
+bool atoll_sync_session_pause(atoll_sync_session_t *session);
+
+/** Syncs again after a pause (what was written meanwhile is uploaded). */
+bool atoll_sync_session_resume(atoll_sync_session_t *session);
+
+/** Drops the connection and connects again at once (skipping any backoff). */
+bool atoll_sync_session_reconnect(atoll_sync_session_t *session);
+
+/** Waits until every local change committed before the call is on the server.
+ *  @return true; false with ATOLL_ERR_TIMEOUT, ATOLL_ERR_SYNC (the session stopped). */
+bool atoll_sync_session_wait_for_upload(atoll_sync_session_t *session, int timeout_ms);
+
+/** Waits until everything the server had when the call was made is in the realm.
+ *  @return true; false with ATOLL_ERR_TIMEOUT, ATOLL_ERR_SYNC (the session stopped). */
+bool atoll_sync_session_wait_for_download(atoll_sync_session_t *session, int timeout_ms);
+
+/**
+ * Observes a session: fn gets {"event": "state", "state"}, {"event": "connection",
+ * "connection"} and {"event": "progress", "direction": "upload" | "download", "transferred",
+ * "transferable", "estimate": 0..1}. Called on a library thread.
+ * @return a token (free with atoll_token_free), or NULL with ATOLL_ERR_INVALID_ARGUMENT.
+ */
+atoll_token_t *atoll_sync_session_observe(atoll_sync_session_t *session, atoll_changes_fn fn, void *userdata,
+                                          atoll_free_userdata_fn free_userdata);
+
+/** Frees a session handle (the session goes on while its realm is open). NULL is allowed. */
+void atoll_sync_session_free(atoll_sync_session_t *session);
+
+/**
+ * Copies a realm's data between local and synced (Realm's writeCopy(configuration:); the name
+ * atoll_realm_write_copy is the plain file copy). With a user: into a new synced realm
+ * (config_json as for atoll_realm_open_synced; the objects are uploaded). Without (NULL): out
+ * as a local realm (config_json as for atoll_realm_open) with no sync metadata.
+ * @return true; false with ATOLL_ERR_INVALID_ARGUMENT (the target has objects), ATOLL_ERR_FILE,
+ *   and the errors of opening.
+ */
+bool atoll_realm_write_copy_synced(atoll_realm_t *realm, const char *config_json, atoll_user_t *user_or_null);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
 import AtollStore
+import AtollSync
 import Foundation
 import Synchronization
 
@@ -52,6 +53,8 @@ func call<T>(_ failure: T, _ body: () throws -> T) -> T {
         return try body()
     } catch let e as AtollError {
         slot.set(e.code.rawValue, e.description)
+    } catch let e as SyncError {
+        slot.set(syncStatus(e).rawValue, e.description)
     } catch {
         slot.set(AtollError.Code.internal.rawValue, "\(error)")
     }
@@ -80,6 +83,8 @@ enum HandleEntry {
     case frozenResults(FrozenResults)
     /// An observer's registration (atoll_*_observe), until atoll_token_free.
     case token(NotificationToken)
+    /// Apps, users, sync sessions and background opens (Sync.swift).
+    case sync(SyncHandle)
 }
 
 final class HandleTable: Sendable {
@@ -118,6 +123,7 @@ func store(_ handle: OpaquePointer?) throws -> Store {
     case .results, .frozenResults: throw AtollError(.invalidArgument, "a results handle was passed where a realm is expected")
     case .migration, .endedMigration: throw AtollError(.invalidArgument, "a migration handle was passed where a realm is expected")
     case .token: throw AtollError(.invalidArgument, "a token was passed where a realm is expected")
+    case .sync: throw AtollError(.invalidArgument, "an app, user, session or open handle was passed where a realm is expected")
     case nil: throw AtollError(.invalidArgument, "not a realm handle (never opened, or freed)")
     }
 }
@@ -132,8 +138,8 @@ func results(_ handle: OpaquePointer?) throws -> Results {
         return r
     case .frozenResults:
         throw AtollError(.invalidArgument, "these results are frozen: they can be read, not changed or observed")
-    case .realm, .closedRealm, .migratingRealm, .migration, .endedMigration, .token:
-        throw AtollError(.invalidArgument, "a realm, migration or token handle was passed where results are expected")
+    case .realm, .closedRealm, .migratingRealm, .migration, .endedMigration, .token, .sync:
+        throw AtollError(.invalidArgument, "a realm, migration, token or sync handle was passed where results are expected")
     case nil: throw AtollError(.invalidArgument, "not a results handle (never made, or freed)")
     }
 }

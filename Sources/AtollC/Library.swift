@@ -15,6 +15,8 @@ nonisolated(unsafe) private let statusNames: [Int32: UnsafePointer<CChar>] = {
         .alreadyInWrite: "ALREADY_IN_WRITE", .file: "FILE", .closed: "CLOSED", .readOnly: "READ_ONLY", .busy: "BUSY",
         .noSuchClass: "NO_SUCH_CLASS", .noSuchProperty: "NO_SUCH_PROPERTY", .typeMismatch: "TYPE_MISMATCH",
         .missingValue: "MISSING_VALUE", .internal: "INTERNAL", .migration: "MIGRATION",
+        .auth: "AUTH", .timeout: "TIMEOUT", .network: "NETWORK", .subscriptionExists: "SUBSCRIPTION_EXISTS",
+        .subscription: "SUBSCRIPTION", .sync: "SYNC",
     ]
     for code in AtollError.Code.allCases {
         names[code.rawValue] = UnsafePointer(strdup("ATOLL_ERR_" + (spelled[code] ?? "UNKNOWN"))!)

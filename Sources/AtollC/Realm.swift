@@ -15,6 +15,7 @@ public func atoll_realm_close(_ realm: OpaquePointer?) {
     guard let realm, case .realm(let s) = handles.get(realm) else { return }
     s.close()
     handles.replace(realm, with: .closedRealm)
+    closeSynced(realm)
 }
 
 @_cdecl("atoll_realm_begin_write")

@@ -27,6 +27,19 @@ public struct AtollError: Error, CustomStringConvertible, Sendable, Hashable {
         case `internal` = 19
         /// The migration callback failed (returned an error); the file is left as it was.
         case migration = 20
+        // Sync (the C ABI's names; AtollSync reports its own errors, which the ABI maps to these).
+        /// Logging in failed, or the user is logged out.
+        case auth = 21
+        /// A wait (download, upload, subscriptions, connect) did not end in time.
+        case timeout = 22
+        /// The server could not be reached.
+        case network = 23
+        /// A subscription with this name exists already.
+        case subscriptionExists = 24
+        /// The server refused a subscription set.
+        case subscription = 25
+        /// Any other sync error (its code is in the message).
+        case sync = 26
     }
 
     public var code: Code

@@ -84,7 +84,8 @@ public final class App: @unchecked Sendable {
     public let configuration: AppConfiguration
     let metadata: Store
     let lock = NSRecursiveLock()
-    private var users: [String: User] = [:]
+    /// The users handed out, weakly: a user keeps its app alive, not the other way round.
+    private var users: [String: WeakUser] = [:]
     private var errorHandlers: [Int: @Sendable (SyncError, SyncSession?) -> Void] = [:]
     private var nextHandler = 0
     /// One sync connection per user (SYNC.md: one WebSocket per user and server).
@@ -132,6 +133,24 @@ public final class App: @unchecked Sendable {
         metadata.close()
     }
 
+    private static let sharedLock = NSLock()
+    nonisolated(unsafe) private static var sharedApps: [String: WeakApp] = [:]
+
+    /// The app of a configuration, shared in the process: the same app id, server and metadata
+    /// directory give the same `App` while it lives (one users cache, one connection per user),
+    /// as Realm's `App(id:)` does. The timeouts of the first caller's configuration stay.
+    public static func shared(configuration: AppConfiguration) throws -> App {
+        let directory = URL(fileURLWithPath: configuration.metadataDirectory).standardizedFileURL.path
+        let key = "\(configuration.appId)\u{0}\(configuration.baseURL)\u{0}\(directory)"
+        return try sharedLock.withLock {
+            if let app = sharedApps[key]?.app { return app }
+            let app = try App(configuration: configuration)
+            sharedApps = sharedApps.filter { $0.value.app != nil }
+            sharedApps[key] = WeakApp(app: app)
+            return app
+        }
+    }
+
     // MARK: - The app API
 
     var apiBase: String { "\(configuration.baseURL)/api/client/v2.0/app/\(configuration.appId)" }
@@ -174,9 +193,9 @@ public final class App: @unchecked Sendable {
         }
         let profile = (try? await call("GET", "/auth/profile", bearer: access)) ?? Document()
         let user = lock.withLock { () -> User in
-            if let known = users[id] { return known }
+            if let known = users[id]?.user { return known }
             let u = User(app: self, id: id)
-            users[id] = u
+            users[id] = WeakUser(u)
             return u
         }
         user.update(access: access, refresh: refresh, state: .loggedIn, provider: credentials.provider, profile: profile)
@@ -241,7 +260,7 @@ public final class App: @unchecked Sendable {
     }
 
     func loadUser(_ id: String) throws -> User? {
-        if let known = users[id] { return known }
+        if let known = users[id]?.user { return known }
         guard let doc = try metadata.object("User", primaryKey: .string(id)) else { return nil }
         let user = User(app: self, id: id)
         let profile: Document = {
@@ -251,7 +270,7 @@ public final class App: @unchecked Sendable {
         user.update(access: doc["accessToken"]?.stringValue ?? "", refresh: doc["refreshToken"]?.stringValue ?? "",
                     state: User.State(rawValue: doc["state"]?.stringValue ?? "") ?? .loggedOut,
                     provider: doc["provider"]?.stringValue ?? "", profile: profile)
-        users[id] = user
+        users[id] = WeakUser(user)
         return user
     }
 
@@ -301,6 +320,11 @@ public final class App: @unchecked Sendable {
         lock.withLock {
             if let c = connections[user.id] { return c }
             let c = UserConnection(app: self, user: user)
+            let id = user.id
+            c.onIdle = { [weak self, weak c] in
+                guard let self else { return }
+                self.lock.withLock { if self.connections[id] === c { self.connections[id] = nil } }
+            }
             connections[user.id] = c
             return c
         }
@@ -318,12 +342,22 @@ public final class App: @unchecked Sendable {
     }
 }
 
+struct WeakApp {
+    weak var app: App?
+}
+
+struct WeakUser {
+    weak var user: User?
+    init(_ user: User) { self.user = user }
+}
+
 /// A user of an app, with its tokens. Tokens are refreshed before they expire and after a 401.
+/// A user keeps its app alive (its sessions need it).
 public final class User: @unchecked Sendable, Hashable {
     public enum State: String, Sendable { case loggedIn, loggedOut, removed }
 
     public let id: String
-    public unowned let app: App
+    public let app: App
     private let lock = NSLock()
     private var access = ""
     private var refresh = ""

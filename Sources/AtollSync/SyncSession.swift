@@ -96,6 +96,7 @@ public final class SyncSession: @unchecked Sendable {
     private var completedQueryVersion: Int64 = -1
     private var queryErrors: [Int64: String] = [:]
     private var handles = 0
+    private var interruptions = 0
 
     // Queue state.
     var number: Int64 = 0
@@ -200,6 +201,13 @@ public final class SyncSession: @unchecked Sendable {
             store.close()
         }
         lock.withLock { lock.broadcast() }
+    }
+
+    /// Runs `body` on the session's queue (at once when already there): the session's store
+    /// handle is written only there, so that its writes never overlap.
+    func onQueue<T>(_ body: () throws -> T) throws -> T {
+        if DispatchQueue.getSpecific(key: UserConnection.queueKey) === connection { return try body() }
+        return try queue.sync(execute: body)
     }
 
     // MARK: - State
@@ -628,7 +636,9 @@ public final class SyncSession: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let errorsAtStart = errorCount
+        let interruptionsAtStart = interruptions
         while try !done() {
+            if interruptions != interruptionsAtStart { throw SyncError(.timeout, "waiting for \(what) was cancelled") }
             if _state == .inactive {
                 throw lastError ?? SyncError(.connectionFailed, "the session stopped")
             }
@@ -640,6 +650,14 @@ public final class SyncSession: @unchecked Sendable {
                 throw SyncError(.timeout, "waiting for \(what) timed out after \(timeout) s")
             }
             _ = lock.wait(until: min(deadline, Date().addingTimeInterval(0.5)))
+        }
+    }
+
+    /// Makes the waits under way throw (a cancelled AsyncOpen).
+    func interruptWaits() {
+        lock.withLock {
+            interruptions += 1
+            lock.broadcast()
         }
     }
 
@@ -663,7 +681,7 @@ public final class SyncSession: @unchecked Sendable {
         let start = Date()
         try waitForSubscriptions(version: try activeQueryVersion(), timeout: timeout)
         try waitForDownload(timeout: max(0.1, timeout - Date().timeIntervalSince(start)))
-        try store.write { try store.withMetadata { sql in try ClientTables.set(sql, "downloadedOnce", .int(1)) } }
+        try onQueue { try store.write { try store.withMetadata { sql in try ClientTables.set(sql, "downloadedOnce", .int(1)) } } }
     }
 
     // MARK: - Subscriptions
@@ -704,7 +722,8 @@ public final class SyncSession: @unchecked Sendable {
         guard case .flexible = configuration.mode else {
             throw SyncError(.badSyncPartitionValue, "a partition-sync realm has no subscriptions")
         }
-        let version = try store.write {
+        // The session's handle has one write transaction at a time: it is written on the queue.
+        let version = try onQueue { try store.write {
             try store.withMetadata { sql -> Int64 in
                 let current = try subscriptions()
                 var set = current.subscriptions
@@ -714,7 +733,7 @@ public final class SyncSession: @unchecked Sendable {
                                 [.int(next), .string(Wire.encode(.list(set.map(\.wireValue))))])
                 return next
             }
-        }
+        } }
         queue.async { [self] in try? sendQuery() }
         return version
     }

@@ -9,8 +9,9 @@ import Foundation
 /// the access token when the server refuses it. Everything happens on `queue`.
 final class UserConnection: @unchecked Sendable {
     let queue: DispatchQueue
-    unowned let app: App
     let user: User
+    private let url: String
+    private let configuration: AppConfiguration
     private var socket: WebSocket?
     private var connecting = false
     private var sessions: [Int64: SyncSession] = [:]
@@ -19,12 +20,19 @@ final class UserConnection: @unchecked Sendable {
     private var generation = 0
     private var stopped = false
     private var retryScheduled = false
+    /// Called (on the queue) when the last session left: the app forgets the connection.
+    var onIdle: (@Sendable () -> Void)?
 
     init(app: App, user: User) {
-        self.app = app
         self.user = user
+        url = app.syncURL
+        configuration = app.configuration
         queue = DispatchQueue(label: "atoll.sync.user.\(user.id)")
+        queue.setSpecific(key: Self.queueKey, value: self)
     }
+
+    /// Marks the connection's queue, so that code can tell whether it runs on it.
+    static let queueKey = DispatchSpecificKey<UserConnection>()
 
     /// Adds a session (on the queue): it is bound as soon as the connection is up.
     func attach(_ session: SyncSession) {
@@ -50,12 +58,16 @@ final class UserConnection: @unchecked Sendable {
             generation += 1
             socket?.close(code: 1000, reason: "no sessions")
             socket = nil
+            onIdle?()
         }
     }
 
     /// Binds a session again under a new number (after a client reset).
     func rebind(_ session: SyncSession) {
-        detach(session)
+        guard sessions[session.number] === session else { return }
+        if session.bound { send(.doc(["type": .string("unbind"), "session": .int(session.number)])) }
+        sessions[session.number] = nil
+        session.didDisconnect()
         attach(session)
     }
 
@@ -95,11 +107,11 @@ final class UserConnection: @unchecked Sendable {
         for s in sessions.values { s.setConnectionState(.connecting) }
         generation += 1
         let gen = generation
-        let url = app.syncURL
+        let url = self.url
         var options = WebSocketClientOptions()
         options.subprotocols = [syncSubprotocol]
-        options.connectTimeout = app.configuration.connectTimeout
-        options.tls = app.configuration.tls
+        options.connectTimeout = configuration.connectTimeout
+        options.tls = configuration.tls
         options.webSocket.maxMessageBytes = 64 << 20
         options.webSocket.pingInterval = 30
         let user = self.user

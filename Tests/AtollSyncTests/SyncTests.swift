@@ -137,3 +137,246 @@ final class SyncTests: XCTestCase {
         XCTAssertNil(try storeA.object("Task", primaryKey: .string("t1")))
     }
 }
+
+/// Owner-only rules, partition sync, subscriptions, errors, resets: the engine against a real
+/// server in this process.
+final class SyncRulesTests: XCTestCase {
+    static let ownersConfig = """
+    {"apps": [
+      {"id": "owners", "developmentMode": true, "sync": {"mode": "flexible", "partitionKey": "owner_id"},
+       "rules": {"Task": {"roles": [{"name": "owner", "read": "owner_id == %user.id", "write": "owner_id == %user.id"}]}}},
+      {"id": "parts", "developmentMode": true, "sync": {"mode": "partition", "partitionKey": "owner_id"},
+       "rules": {"default": {"roles": [{"name": "owner", "read": "owner_id == %user.id", "write": "owner_id == %user.id"}]}}}
+    ]}
+    """
+
+    func testOwnerRulesLimitWhatEachUserSeesAndRefuseForgedWrites() throws {
+        let h = try SyncHarness(config: Self.ownersConfig)
+        let appA = try h.app("a", appId: "owners"), appB = try h.app("b", appId: "owners")
+        let ann = try blocking { try await appA.login(.anonymous) }
+        let bob = try blocking { try await appB.login(.anonymous) }
+        let errors = ErrorLog()
+        appA.addErrorHandler { e, _ in errors.add(e) }
+        let all = [QuerySubscription(name: "all", className: "Task")]
+        let (sa, storeA) = try h.open(ann, "a.realm", subscriptions: all)
+        let (sb, storeB) = try h.open(bob, "b.realm", subscriptions: all)
+        defer { sa.release(); sb.release() }
+        try sa.waitForInitialDownload(timeout: 10)
+        try sb.waitForInitialDownload(timeout: 10)
+
+        try storeA.write { _ = try storeA.create("Task", ["_id": .string("a1"), "owner_id": .string(ann.id), "name": .string("Ann's")]) }
+        try storeB.write { _ = try storeB.create("Task", ["_id": .string("b1"), "owner_id": .string(bob.id), "name": .string("Bob's")]) }
+        // Ann writes a task that claims to be Bob's: refused, undone on Ann's device, never on Bob's.
+        try storeA.write { _ = try storeA.create("Task", ["_id": .string("forged"), "owner_id": .string(bob.id)]) }
+        for s in [sa, sb] { try s.waitForUpload(timeout: 10) }
+        for s in [sa, sb] { try s.waitForDownload(timeout: 10) }
+        _ = try storeA.refresh()
+        _ = try storeB.refresh()
+        XCTAssertEqual(try storeA.objects("Task").documents().compactMap { $0["_id"] }, [.string("a1")])
+        XCTAssertEqual(try storeB.objects("Task").documents().compactMap { $0["_id"] }, [.string("b1")])
+        let rejected = errors.all.first { $0.code == .writeRejected }
+        XCTAssertEqual(rejected?.compensatingWrites.map(\.primaryKey), [.string("forged")])
+        XCTAssertEqual(rejected?.isFatal, false)
+    }
+
+    func testPartitionSyncIsOneQueryPerClass() throws {
+        let h = try SyncHarness(config: Self.ownersConfig)
+        let appA = try h.app("a", appId: "parts"), appB = try h.app("b", appId: "parts")
+        let ann = try blocking { try await appA.login(.anonymous) }
+        let bob = try blocking { try await appB.login(.anonymous) }
+        // Ann on two devices (two files) shares her partition; Bob sees only his.
+        let (s1, d1) = try h.open(ann, "ann1.realm", mode: .partition(.string(ann.id)))
+        let (s2, d2) = try h.open(ann, "ann2.realm", mode: .partition(.string(ann.id)))
+        let (s3, d3) = try h.open(bob, "bob.realm", mode: .partition(.string(bob.id)))
+        defer { s1.release(); s2.release(); s3.release() }
+        for s in [s1, s2, s3] { try s.waitForInitialDownload(timeout: 10) }
+        try d1.write { _ = try d1.create("Task", ["_id": .string("p1"), "owner_id": .string(ann.id)]) }
+        try s1.waitForUpload(timeout: 10)
+        for s in [s2, s3] { try s.waitForDownload(timeout: 10) }
+        _ = try d2.refresh()
+        _ = try d3.refresh()
+        XCTAssertNotNil(try d2.object("Task", primaryKey: .string("p1")))
+        XCTAssertNil(try d3.object("Task", primaryKey: .string("p1")))
+        // A partition session has no subscriptions to change.
+        XCTAssertThrowsError(try s1.updateSubscriptions { _ in })
+    }
+
+    func testSubscriptionChangesBootstrapAndEvict() throws {
+        let h = try SyncHarness()
+        let appA = try h.app("a"), appB = try h.app("b")
+        let writer = try blocking { try await appA.login(.anonymous) }
+        let reader = try blocking { try await appB.login(.anonymous) }
+        let (sw, w) = try h.open(writer, "w.realm", subscriptions: [QuerySubscription(name: "all", className: "Task")])
+        let (sr, r) = try h.open(reader, "r.realm", subscriptions: [QuerySubscription(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)])])
+        defer { sw.release(); sr.release() }
+        try sw.waitForInitialDownload(timeout: 10)
+        try w.write {
+            for i in 0..<10 { _ = try w.create("Task", ["_id": .string("t\(i)"), "priority": .int(Int64(i))]) }
+        }
+        try sw.waitForUpload(timeout: 10)
+        try sr.waitForInitialDownload(timeout: 10)
+        _ = try r.refresh()
+        XCTAssertEqual(try r.objects("Task").count(), 4)
+        // Widening the query bootstraps the new objects.
+        let v2 = try sr.updateSubscriptions { set in
+            set[0].query = "priority > $0"
+            set[0].arguments = [.int(1)]
+        }
+        try sr.waitForSubscriptions(version: v2, timeout: 10)
+        _ = try r.refresh()
+        XCTAssertEqual(try r.objects("Task").count(), 8)
+        XCTAssertEqual(try sr.subscriptions().state, "complete")
+        // A query the server does not serve: refused with its reason; the previous set stays.
+        let v3 = try sr.updateSubscriptions { set in set.append(QuerySubscription(name: "sorted", className: "Task", query: "priority > 0 SORT(priority ASC)")) }
+        XCTAssertThrowsError(try sr.waitForSubscriptions(version: v3, timeout: 10)) { error in
+            XCTAssertEqual((error as? SyncError)?.code, .invalidFlexibleSyncSubscriptions)
+        }
+        XCTAssertEqual(try sr.subscriptions().state, "error")
+        XCTAssertNotNil(try sr.subscriptions().error)
+        // Removing the subscription evicts the objects from the device, not from the server.
+        let v4 = try sr.updateSubscriptions { set in set.removeAll() }
+        try sr.waitForSubscriptions(version: v4, timeout: 10)
+        _ = try r.refresh()
+        XCTAssertEqual(try r.objects("Task").count(), 0)
+        try sw.waitForDownload(timeout: 10)
+        _ = try w.refresh()
+        XCTAssertEqual(try w.objects("Task").count(), 10)
+    }
+
+    func testOfflineWritesUploadOnResumeAndSurviveRestarts() throws {
+        let h = try SyncHarness()
+        let appA = try h.app("a"), appB = try h.app("b")
+        let ann = try blocking { try await appA.login(.anonymous) }
+        let bob = try blocking { try await appB.login(.anonymous) }
+        let all = [QuerySubscription(name: "all", className: "Task")]
+        var (sa, storeA) = try h.open(ann, "a.realm", subscriptions: all)
+        let (sb, storeB) = try h.open(bob, "b.realm", subscriptions: all)
+        defer { sb.release() }
+        try sa.waitForInitialDownload(timeout: 10)
+        try sb.waitForInitialDownload(timeout: 10)
+        sa.pause()
+        try storeA.write { _ = try storeA.create("Task", ["_id": .string("offline"), "name": .string("written offline")]) }
+        XCTAssertThrowsError(try sa.waitForUpload(timeout: 0.5))
+        sa.resume()
+        try sa.waitForUpload(timeout: 10)
+        try sb.waitForDownload(timeout: 10)
+        _ = try storeB.refresh()
+        XCTAssertEqual(try storeB.object("Task", primaryKey: .string("offline"))?["name"], .string("written offline"))
+        // The app closes and opens again: same file identity, resumes from its cursors.
+        storeA.close()
+        sa.release()
+        try storeB.write { _ = try storeB.create("Task", ["_id": .string("while-away")]) }
+        try sb.waitForUpload(timeout: 10)
+        (sa, storeA) = try h.open(ann, "a.realm", subscriptions: all)
+        defer { sa.release() }
+        try sa.waitForDownload(timeout: 10)
+        _ = try storeA.refresh()
+        XCTAssertNotNil(try storeA.object("Task", primaryKey: .string("while-away")))
+        XCTAssertEqual(try storeA.objects("Task").count(), 2)
+    }
+
+    func testAnUnreachableServerIsATimeoutOrAConnectionFailure() throws {
+        // A listener that never answers: connecting times out.
+        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(silent) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        listen(silent, 1)
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(silent, $0, &len) } }
+        let port = Int(UInt16(bigEndian: addr.sin_port))
+
+        let h = try SyncHarness()
+        let app = try h.app("a")
+        let user = try blocking { try await app.login(.anonymous) }
+        // The same user, through an app whose base URL is the silent listener (token reused).
+        let offline = try App(configuration: AppConfiguration(appId: "default", baseURL: "http://127.0.0.1:\(port)",
+                                                               metadataDirectory: h.directory + "/a", connectTimeout: 0.5))
+        guard let again = offline.currentUser else { return XCTFail("the user was not kept") }
+        XCTAssertEqual(again.id, user.id)
+        let configuration = Configuration(path: h.directory + "/offline.realm", schema: SyncHarness.schema)
+        var sync = SyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Task")]
+        XCTAssertThrowsError(try SyncSession.openRealm(user: again, storeConfiguration: configuration, sync: sync,
+                                                       options: OpenOptions(downloadBeforeOpen: .always, timeout: 2))) { error in
+            XCTAssertEqual((error as? SyncError)?.code, .timeout, "\(error)")
+        }
+        // AutoOpen: the data on the device opens instead.
+        let s = try SyncSession.openRealm(user: again, storeConfiguration: configuration, sync: sync,
+                                          options: OpenOptions(downloadBeforeOpen: .always, timeout: 1, offlineFallback: true))
+        s.release()
+    }
+
+    func testClientResetAfterTheServerLostItsData() throws {
+        let dir = NSTemporaryDirectory() + "atoll-reset-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = dir + "/server"
+        configuration.logLevel = .error
+        var server = try SyncServer(configuration: configuration)
+        try server.start()
+        let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.url, metadataDirectory: dir + "/app"))
+        let user = try blocking { try await app.login(.anonymous) }
+        let errors = ErrorLog()
+        app.addErrorHandler { e, _ in errors.add(e) }
+        var sync = SyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Task")]
+        sync.clientResetMode = .recoverUnsyncedChanges
+        let config = Configuration(path: dir + "/c.realm", schema: SyncHarness.schema)
+        let session = try SyncSession.open(user: user, storeConfiguration: config, sync: sync)
+        defer { session.release() }
+        let store = try Store(config)
+        try session.waitForInitialDownload(timeout: 10)
+        try store.write { _ = try store.create("Task", ["_id": .string("synced")]) }
+        try session.waitForUpload(timeout: 10)
+        session.pause()
+        try store.write { _ = try store.create("Task", ["_id": .string("unsynced")]) }
+
+        // The server loses everything but its users (restored from an old backup of auth).
+        let port = server.port
+        let done = DispatchSemaphore(value: 0)
+        let stopping = server
+        Task { await stopping.shutdown(); done.signal() }
+        done.wait()
+        try FileManager.default.removeItem(atPath: dir + "/server/default/data.realm")
+        configuration.port = port
+        server = try SyncServer(configuration: configuration)
+        try server.start()
+        defer {
+            let last = server
+            let d = DispatchSemaphore(value: 0)
+            Task { await last.shutdown(); d.signal() }
+            d.wait()
+        }
+        session.resume()
+        // The unsynced change is recovered and uploaded; the server only had it from this client.
+        let deadline = Date().addingTimeInterval(15)
+        while errors.all.first(where: { $0.code == .clientReset }) == nil, Date() < deadline { usleep(50_000) }
+        XCTAssertNotNil(errors.all.first { $0.code == .clientReset })
+        try session.waitForInitialDownload(timeout: 10)
+        try session.waitForUpload(timeout: 10)
+        _ = try store.refresh()
+        // The realm is the server's state plus the recovered change: "synced" was lost with the
+        // server's data, "unsynced" was written again and uploaded.
+        XCTAssertNotNil(try store.object("Task", primaryKey: .string("unsynced")))
+        XCTAssertNil(try store.object("Task", primaryKey: .string("synced")))
+        let other = try App(configuration: AppConfiguration(appId: "default", baseURL: server.url, metadataDirectory: dir + "/other"))
+        let otherUser = try blocking { try await other.login(.anonymous) }
+        let otherSession = try SyncSession.open(user: otherUser, storeConfiguration: Configuration(path: dir + "/o.realm", schema: SyncHarness.schema), sync: sync)
+        defer { otherSession.release() }
+        try otherSession.waitForInitialDownload(timeout: 10)
+        let otherStore = try Store(Configuration(path: dir + "/o.realm", schema: SyncHarness.schema))
+        XCTAssertEqual(try otherStore.objects("Task").documents().compactMap { $0["_id"] }, [.string("unsynced")])
+    }
+}
+
+final class ErrorLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var errors: [SyncError] = []
+    func add(_ e: SyncError) { lock.withLock { errors.append(e) } }
+    var all: [SyncError] { lock.withLock { errors } }
+}

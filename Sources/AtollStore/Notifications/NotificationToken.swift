@@ -53,7 +53,7 @@ public final class NotificationToken: @unchecked Sendable {
     }
 
     /// Calls `body` (the callback with its change) unless the token was invalidated.
-    func run(_ body: () -> Void) {
+    package func run(_ body: () -> Void) {
         condition.lock()
         guard alive else {
             condition.unlock()
