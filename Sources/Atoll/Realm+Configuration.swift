@@ -16,6 +16,8 @@ extension Realm {
         /// Names an in-memory realm: realms of this process opened with the same identifier
         /// share its data, which is gone when the last one closes.
         public var inMemoryIdentifier: String?
+        /// How the realm syncs (nil: a local realm); see `User.flexibleSyncConfiguration(...)`.
+        public var syncConfiguration: SyncConfiguration?
         /// Opens the file read-only: writes fail with `.readOnly`.
         public var readOnly = false
         /// The version of the classes; raise it when they change in a way that needs a
@@ -33,13 +35,14 @@ extension Realm {
         /// the file as they come (outside write transactions).
         public var objectTypes: [ObjectBase.Type]?
 
-        public init(fileURL: URL? = nil, inMemoryIdentifier: String? = nil, readOnly: Bool = false,
+        public init(fileURL: URL? = nil, inMemoryIdentifier: String? = nil, syncConfiguration: SyncConfiguration? = nil, readOnly: Bool = false,
                     schemaVersion: UInt64 = 0, migrationBlock: MigrationBlock? = nil,
                     deleteRealmIfMigrationNeeded: Bool = false,
                     shouldCompactOnLaunch: (@Sendable (Int, Int) -> Bool)? = nil,
                     objectTypes: [ObjectBase.Type]? = nil) {
             self.fileURL = fileURL ?? (inMemoryIdentifier == nil ? Configuration.defaultFileURL : nil)
             self.inMemoryIdentifier = inMemoryIdentifier
+            self.syncConfiguration = syncConfiguration
             self.readOnly = readOnly
             self.schemaVersion = schemaVersion
             self.migrationBlock = migrationBlock

@@ -27,6 +27,9 @@ public final class Realm: @unchecked Sendable {
     private let liveRealm: Realm?
     /// The classes of `configuration.objectTypes` with those they link to (nil without).
     private let configuredClasses: [ObjectClass]?
+    /// The sync session of a synced realm (SyncConfiguration.swift), released after the store
+    /// closes.
+    let syncLease: SyncLease?
     private let lock = NSRecursiveLock()
     private var pendingError: AtollError?
     private var _lastError: AtollError?
@@ -45,14 +48,23 @@ public final class Realm: @unchecked Sendable {
         try self.init(configuration: Configuration.defaultConfiguration)
     }
 
-    /// Opens (creating when needed) the realm a configuration describes.
+    /// Opens (creating when needed) the realm a configuration describes; a synced realm
+    /// (`syncConfiguration`) starts its session and opens without waiting for the server.
     /// - Throws: `AtollError`: `.file`, `.schema` (a class the store cannot hold),
-    ///   `.schemaMismatch` (a migration is needed and none was given).
-    public init(configuration: Configuration) throws {
+    ///   `.schemaMismatch` (a migration is needed and none was given); `SyncError` when the
+    ///   session cannot start (a logged-out user).
+    public convenience init(configuration: Configuration) throws {
+        try self.init(configuration: configuration, syncLease: try configuration.syncPlan().map { try SyncLease.open($0, behavior: .never) })
+    }
+
+    /// Opens the realm of a configuration, holding the sync session opened for it (nil for a
+    /// local realm): the session is released when the realm goes.
+    init(configuration: Configuration, syncLease: SyncLease?) throws {
         self.configuration = configuration
         isFrozen = false
         liveRealm = nil
         configuredClasses = configuration.objectTypes.map { ObjectClass.closure(of: $0) }
+        self.syncLease = syncLease
         store = try Store(configuration.storeConfiguration)
     }
 
@@ -61,6 +73,7 @@ public final class Realm: @unchecked Sendable {
         isFrozen = true
         liveRealm = live
         configuredClasses = live.configuredClasses
+        syncLease = nil
         self.store = store
     }
 
@@ -419,9 +432,11 @@ public final class Realm: @unchecked Sendable {
     // MARK: - Files
 
     /// Writes a compacted copy of the realm to another configuration's file (or in-memory
-    /// identifier).
+    /// identifier); from a synced realm to a local one, or to a synced one, the objects are
+    /// copied without the sync state (see `writeSyncedCopy`).
     /// - Throws: `.file` when the destination exists, `.invalidArgument`.
     public func writeCopy(configuration: Configuration) throws {
+        if try writeSyncedCopy(configuration: configuration) { return }
         try store.writeCopy(to: configuration.storeConfiguration)
     }
 
