@@ -1025,8 +1025,10 @@ void atoll_sync_session_free(atoll_sync_session_t *session);
 /**
  * Copies a realm's data between local and synced (Realm's writeCopy(configuration:); the name
  * atoll_realm_write_copy is the plain file copy). With a user: into a new synced realm
- * (config_json as for atoll_realm_open_synced; the objects are uploaded). Without (NULL): out
- * as a local realm (config_json as for atoll_realm_open) with no sync metadata.
+ * (config_json as for atoll_realm_open_synced, whose subscriptions must cover the objects;
+ * they are written as new local writes and uploaded before the call returns if the server can
+ * be reached within "timeoutMs", else when the copy is next opened synced). Without (NULL):
+ * out as a local realm (config_json as for atoll_realm_open) with no sync metadata.
  * @return true; false with ATOLL_ERR_INVALID_ARGUMENT (the target has objects), ATOLL_ERR_FILE,
  *   and the errors of opening.
  */

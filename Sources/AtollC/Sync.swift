@@ -604,12 +604,16 @@ public func atoll_realm_write_copy_synced(_ realm: OpaquePointer?, _ configJSON:
     call(false) {
         let source = try store(realm)
         if let u {
-            // A local realm into a synced one: the objects are written anew, so they upload.
+            // A local realm into a synced one: the objects are written anew, with the copy's
+            // sync configuration (its subscriptions), and uploaded now if the server can be
+            // reached within the timeout — else when the copy is next opened synced.
             let owner = try user(u)
+            guard owner.isLoggedIn else { throw SyncError(.authFailed, "user \(owner.id) is not logged in") }
             let open = try syncedOpen(configJSON)
             try SyncCopy.copy(from: source, toSynced: open.store)
-            let s = try SyncSession.openRealm(user: owner, storeConfiguration: open.store, sync: open.sync, options: open.options)
-            s.release()
+            let s = try SyncSession.open(user: owner, storeConfiguration: open.store, sync: open.sync)
+            defer { s.release() }
+            do { try s.waitForUpload(timeout: open.options.timeout) } catch let e as SyncError where e.code == .timeout {}
         } else {
             // Out as a local realm: the data without the sync metadata.
             guard let configJSON else { throw AtollError(.invalidArgument, "config_json is NULL") }

@@ -147,3 +147,51 @@ extension Store {
         _ = try create(ins.className, doc, update: .modified)
     }
 }
+
+extension SyncInstruction {
+    /// A create and its object's own writes as one document, when they are only whole-property
+    /// writes, appends to lists (each after the one before), set adds and dictionary entries —
+    /// how the change log records a new object — so that it can be created in one step.
+    public static func wholeObject(_ block: ArraySlice<SyncInstruction>, primaryKey pkName: String) -> Document? {
+        guard let first = block.first, first.op == .create else { return nil }
+        var doc = Document()
+        doc[pkName] = first.primaryKey
+        var lastElement = [String: ElementID]()
+        var lists = [String: [Value]]()
+        var sets = [String: [Value]]()
+        var dictionaries = [String: Document]()
+        for ins in block.dropFirst() {
+            guard ins.objectID == first.objectID, let property = ins.property else { return nil }
+            switch ins.op {
+            case .set where ins.path.count == 1:
+                if lists[property] != nil || sets[property] != nil || dictionaries[property] != nil { return nil }
+                doc[property] = ins.value ?? .null
+            case .listInsert where ins.path.count == 1:
+                guard ins.after == lastElement[property], let e = ins.element else { return nil }
+                lastElement[property] = e
+                lists[property, default: []].append(ins.value ?? .null)
+            case .setInsert where ins.path.count == 1:
+                sets[property, default: []].append(ins.value ?? .null)
+            case .dictionarySet where ins.path.count == 2:
+                guard case .key(let key) = ins.path[1] else { return nil }
+                dictionaries[property, default: Document()][key] = ins.value ?? .null
+            default:
+                return nil
+            }
+        }
+        for (p, v) in lists { doc[p] = .list(v) }
+        for (p, v) in sets { doc[p] = .list(v) }
+        for (p, v) in dictionaries { doc[p] = .object(v) }
+        return doc
+    }
+
+    /// The list identities a block made by `wholeObject` gives its lists.
+    public static func listSequences(_ block: ArraySlice<SyncInstruction>, clock: Clock) -> [String: ListSequence] {
+        var sequences = [String: ListSequence]()
+        for ins in block where ins.op == .listInsert {
+            guard let p = ins.property, let e = ins.element else { continue }
+            _ = sequences[p, default: ListSequence()].insert(e, after: ins.after, clock: clock)
+        }
+        return sequences
+    }
+}

@@ -60,60 +60,73 @@ struct Integration {
 /// sets per element by clock (an add wins a tie), dictionaries per key. The caller holds the
 /// store's write transaction; integration only adds to it.
 ///
-/// `mayWrite` answers whether the user may write an object in a given state (nil: allowed; a
-/// string: the reason it is not). It is asked of each object an upload touches, as it was
-/// before and as it would be after; a refused object's instructions are all left out.
+/// `mayWrite` answers, for objects of one class as they are now in the store, which the user may
+/// not write (primary key text → reason). It is asked of the objects an upload touches, as they
+/// were before and as they are after; a refused object's instructions are all left out.
+///
+/// New objects written whole (a create followed by its own field writes and appends, as the
+/// change log records them) are created in batches; everything else goes instruction by
+/// instruction, in order.
 struct Integrator {
     let store: Store
-    var mayWrite: (ObjectID, Document?) throws -> String? = { _, _ in nil }
+    let mayWrite: (String, [Value]) throws -> [String: String]
 
-    init(store: Store, mayWrite: @escaping (ObjectID, Document?) throws -> String? = { _, _ in nil }) {
+    init(store: Store, mayWrite: @escaping (String, [Value]) throws -> [String: String] = { _, _ in [:] }) {
         self.store = store
         self.mayWrite = mayWrite
     }
 
+    /// With a check of one object at a time (its document as the store has it).
+    init(store: Store, mayWriteObject: @escaping (ObjectID, Document?) throws -> String?) {
+        self.init(store: store) { cls, keys in
+            var out = [String: String]()
+            for key in keys {
+                let doc = try store.object(cls, primaryKey: key)
+                if let reason = try mayWriteObject(ObjectID(cls, key), doc) { out[keyText(key)] = reason }
+            }
+            return out
+        }
+    }
+
+    /// Which of `ids` the user may not write as they are now: existing objects only.
+    private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String]) throws -> Bool {
+        var byClass = [String: [Value]]()
+        for id in ids where denied[id] == nil { byClass[id.className, default: []].append(id.primaryKey) }
+        var any = false
+        for (cls, keys) in byClass {
+            let existing: [Value]
+            do { existing = try store.primaryKeys(cls, among: keys) } catch {
+                for k in keys { denied[ObjectID(cls, k)] = "the write could not be applied: \(error)" }
+                any = true
+                continue
+            }
+            guard !existing.isEmpty else { continue }
+            let reasons = try mayWrite(cls, existing)
+            for k in existing { if let r = reasons[keyText(k)] { denied[ObjectID(cls, k)] = r; any = true } }
+        }
+        return any
+    }
+
     func integrate(_ changeset: SyncChangeset) throws -> Integration {
         var denied = [ObjectID: String]()
-        // Objects the user may not write as they are now.
+        var order = [ObjectID]()
         var seen = Set<ObjectID>()
-        for ins in changeset.instructions where seen.insert(ins.objectID).inserted {
-            do {
-                let before = try store.object(ins.className, primaryKey: ins.primaryKey)
-                if before != nil, let reason = try mayWrite(ins.objectID, before) { denied[ins.objectID] = reason }
-            } catch {
-                denied[ins.objectID] = "the write could not be applied: \(error)"
-            }
-        }
+        for ins in changeset.instructions where seen.insert(ins.objectID).inserted { order.append(ins.objectID) }
+        // Objects the user may not write as they are now.
+        _ = try refused(order, &denied)
         // Apply what is left; refuse objects whose new state breaks the rules or that fail to
         // apply, and try again without them (each round refuses at least one more object).
         while true {
             try store.withMetadata { try $0.execute("SAVEPOINT atoll_integrate") }
             var result = Integration()
             var refusedNow = false
-            for ins in changeset.instructions where denied[ins.objectID] == nil {
-                do {
-                    try store.withMetadata { try $0.execute("SAVEPOINT atoll_instruction") }
-                    if try apply(ins, changeset.clock) { result.effects.append(ins) }
-                    try store.withMetadata { try $0.execute("RELEASE atoll_instruction") }
-                } catch {
-                    try store.withMetadata { sql in
-                        try sql.execute("ROLLBACK TO atoll_instruction")
-                        try sql.execute("RELEASE atoll_instruction")
-                    }
-                    denied[ins.objectID] = "the write could not be applied: \(error)"
-                    refusedNow = true
-                    break
-                }
+            do {
+                result.effects = try applyAll(changeset, skipping: denied, refusing: &denied)
+            } catch let failure as RefusedObject {
+                denied[failure.id] = failure.reason
+                refusedNow = true
             }
-            if !refusedNow {
-                for id in result.touched where denied[id] == nil {
-                    let after = try store.object(id.className, primaryKey: id.primaryKey)
-                    if let after, let reason = try mayWrite(id, after) {
-                        denied[id] = reason
-                        refusedNow = true
-                    }
-                }
-            }
+            if !refusedNow { refusedNow = try refused(result.touched, &denied) }
             if refusedNow {
                 try store.withMetadata { sql in
                     try sql.execute("ROLLBACK TO atoll_integrate")
@@ -122,15 +135,129 @@ struct Integrator {
                 continue
             }
             try store.withMetadata { try $0.execute("RELEASE atoll_integrate") }
-            var order = [ObjectID]()
-            var known = Set<ObjectID>()
-            for ins in changeset.instructions where denied[ins.objectID] != nil && known.insert(ins.objectID).inserted {
-                order.append(ins.objectID)
-            }
-            result.rejected = order.map {
+            result.rejected = order.filter { denied[$0] != nil }.map {
                 CompensatingWrite(className: $0.className, primaryKey: $0.primaryKey, reason: denied[$0] ?? "")
             }
             return result
+        }
+    }
+
+    /// An object whose instructions could not be applied.
+    struct RefusedObject: Error {
+        var id: ObjectID
+        var reason: String
+    }
+
+    /// Applies the instructions of the objects not refused, in order; returns those that changed
+    /// something.
+    private func applyAll(_ changeset: SyncChangeset, skipping denied: [ObjectID: String],
+                          refusing: inout [ObjectID: String]) throws -> [SyncInstruction] {
+        let all = changeset.instructions.filter { denied[$0.objectID] == nil }
+        let clock = changeset.clock
+        let fresh = try freshObjects(all, clock)
+        var effects = [SyncInstruction]()
+        var batch = [(doc: Document, block: ArraySlice<SyncInstruction>)]()
+        var batchClass = ""
+        func flush() throws {
+            guard !batch.isEmpty else { return }
+            defer { batch = [] }
+            try store.withMetadata { try $0.execute("SAVEPOINT atoll_batch") }
+            do {
+                try store.createMany(batchClass, batch.map(\.doc))
+                try recordCreated(batchClass, batch.map(\.block), clock)
+                try store.withMetadata { try $0.execute("RELEASE atoll_batch") }
+                for b in batch { effects += b.block }
+            } catch {
+                // One of them cannot be created whole: each goes on its own.
+                try store.withMetadata { sql in
+                    try sql.execute("ROLLBACK TO atoll_batch")
+                    try sql.execute("RELEASE atoll_batch")
+                }
+                for b in batch { for ins in b.block { if try applyOne(ins, clock) { effects.append(ins) } } }
+            }
+        }
+        var i = all.startIndex
+        while i < all.endIndex {
+            let ins = all[i]
+            if ins.op == .create, fresh.contains(ins.objectID) {
+                var j = i + 1
+                while j < all.endIndex, all[j].objectID == ins.objectID, all[j].op != .create, all[j].op != .erase { j += 1 }
+                if let pkName = try primaryKeyName(ins.className), let doc = SyncInstruction.wholeObject(all[i..<j], primaryKey: pkName) {
+                    if batchClass != ins.className { try flush() }
+                    batchClass = ins.className
+                    batch.append((doc, all[i..<j]))
+                    i = j
+                    continue
+                }
+            }
+            try flush()
+            if try applyOne(ins, clock) { effects.append(ins) }
+            i += 1
+        }
+        try flush()
+        return effects
+    }
+
+    /// One instruction on its own savepoint; a failure refuses its object.
+    private func applyOne(_ ins: SyncInstruction, _ clock: Clock) throws -> Bool {
+        try store.withMetadata { try $0.execute("SAVEPOINT atoll_instruction") }
+        do {
+            let changed = try apply(ins, clock)
+            try store.withMetadata { try $0.execute("RELEASE atoll_instruction") }
+            return changed
+        } catch {
+            try store.withMetadata { sql in
+                try sql.execute("ROLLBACK TO atoll_instruction")
+                try sql.execute("RELEASE atoll_instruction")
+            }
+            throw RefusedObject(id: ins.objectID, reason: "the write could not be applied: \(error)")
+        }
+    }
+
+    /// The objects the changeset creates that do not exist and have no newer erase.
+    private func freshObjects(_ instructions: [SyncInstruction], _ clock: Clock) throws -> Set<ObjectID> {
+        var byClass = [String: [Value]]()
+        for ins in instructions where ins.op == .create { byClass[ins.className, default: []].append(ins.primaryKey) }
+        var out = Set<ObjectID>()
+        for (cls, keys) in byClass {
+            guard (try? primaryKeyName(cls)) != nil else { continue }
+            let live = Set((try? store.primaryKeys(cls, among: keys))?.map(keyText) ?? [])
+            var erased = [String: Clock]()
+            try store.withMetadata { sql in
+                for start in stride(from: 0, to: keys.count, by: 500) {
+                    let part = keys[start..<min(start + 500, keys.count)]
+                    let rows = try sql.rows("SELECT pk, erased FROM _atoll_sync_objects WHERE class = ? AND erased IS NOT NULL AND pk IN (\(part.map { _ in "?" }.joined(separator: ",")))",
+                                            [.string(cls)] + part.map { .string(keyText($0)) })
+                    for row in rows {
+                        if case .string(let pk) = row[0], case .string(let c) = row[1], let e = Clock(text: c) { erased[pk] = e }
+                    }
+                }
+            }
+            for key in keys {
+                let text = keyText(key)
+                if live.contains(text) { continue }
+                if let e = erased[text], clock <= e { continue }
+                out.insert(ObjectID(cls, key))
+            }
+        }
+        return out
+    }
+
+    /// The metadata of objects created whole: their create clock, and their lists' identities.
+    private func recordCreated(_ cls: String, _ blocks: [ArraySlice<SyncInstruction>], _ clock: Clock) throws {
+        try store.withMetadata { sql in
+            let c = Value.string(clock.description)
+            try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, NULL, ?)",
+                                blocks.compactMap { b in b.first.map { [.string(cls), .string(keyText($0.primaryKey)), c, c] } })
+            var listRows = [[Value]]()
+            for block in blocks {
+                guard let first = block.first else { continue }
+                let pk = keyText(first.primaryKey)
+                for (p, seq) in SyncInstruction.listSequences(block, clock: clock) { listRows.append([.string(cls), .string(pk), .string(p), .string(seq.text)]) }
+            }
+            if !listRows.isEmpty {
+                try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)", listRows)
+            }
         }
     }
 

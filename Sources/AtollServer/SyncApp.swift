@@ -37,6 +37,8 @@ final class Session {
     var ready = false
     var uploadCursor: UInt64 = 0
     var downloadCursor: UInt64 = 0
+    /// The parts so far of a changeset that arrives in parts.
+    var partial: SyncChangeset?
 
     init(number: Int64, connection: SyncConnection) {
         self.number = number
@@ -389,17 +391,14 @@ final class SyncApp: @unchecked Sendable {
         guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { return [] }
         var out = Set<String>()
         if let keys {
+            if view.text == "TRUEPREDICATE" { return Set(try store.primaryKeys(cls, among: keys).map(keyText)) }
             for chunk in stride(from: 0, to: keys.count, by: 500) {
                 let part = Array(keys[chunk..<min(chunk + 500, keys.count)])
                 let q = "(\(view.text)) AND \(pkName) IN $\(view.arguments.count)"
-                for doc in try store.objects(cls, where: q, view.arguments + [.list(part)]).documents() {
-                    if let pk = doc[pkName] { out.insert(keyText(pk)) }
-                }
+                for pk in try store.objects(cls, where: q, view.arguments + [.list(part)]).primaryKeyValues() { out.insert(keyText(pk)) }
             }
         } else {
-            for doc in try store.objects(cls, where: view.text, view.arguments).documents() {
-                if let pk = doc[pkName] { out.insert(keyText(pk)) }
-            }
+            for pk in try store.objects(cls, where: view.text, view.arguments).primaryKeyValues() { out.insert(keyText(pk)) }
         }
         return out
     }
@@ -525,13 +524,30 @@ final class SyncApp: @unchecked Sendable {
     private func upload(_ m: Fields, _ s: Session) throws {
         var acked = s.uploadCursor
         for item in try m.list("changesets") {
-            let cs = try SyncChangeset(wire: item)
+            var cs = try SyncChangeset(wire: item)
             guard cs.clientVersion > s.uploadCursor else { continue }
+            // A large changeset arrives in parts: it is integrated once the last one is in.
+            if let partial = s.partial {
+                guard partial.clientVersion == cs.clientVersion else {
+                    s.partial = nil
+                    throw SyncErrorMessage(.badMessage, "changeset \(partial.clientVersion) was not finished before \(cs.clientVersion)")
+                }
+                cs.instructions = partial.instructions + cs.instructions
+            }
+            if case .object(let d) = item, d["more"] == .bool(true) {
+                guard cs.instructions.count <= 5_000_000 else {
+                    s.partial = nil
+                    throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion) is too large (over 5,000,000 instructions)")
+                }
+                s.partial = cs
+                continue
+            }
+            s.partial = nil
             let started = DispatchTime.now().uptimeNanoseconds
             var result = Integration()
             var version = latestVersion
             try store.write {
-                result = try Integrator(store: store, mayWrite: { [self] id, _ in try self.mayWrite(s, id) }).integrate(cs)
+                result = try Integrator(store: store, mayWrite: { [self] cls, keys in try self.mayWrite(s, cls, keys) }).integrate(cs)
                 if !result.effects.isEmpty {
                     version = latestVersion + 1
                     let effects = SyncChangeset(serverVersion: version, clock: cs.clock, instructions: result.effects)
@@ -558,32 +574,31 @@ final class SyncApp: @unchecked Sendable {
         s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
     }
 
-    /// Why the session's user may not write an object as it is now in the store, or nil.
-    func mayWrite(_ s: Session, _ id: ObjectID) throws -> String? {
-        guard let role = configuration.rules.role(id.className, for: s.user) else {
-            return "no role lets this user write '\(id.className)'"
+    /// Which of a class's objects (as they are now in the store) the session's user may not
+    /// write: primary key text → reason. The write rule and the session's view must both hold.
+    func mayWrite(_ s: Session, _ cls: String, _ keys: [Value]) throws -> [String: String] {
+        func all(_ reason: String) -> [String: String] {
+            Dictionary(keys.map { (keyText($0), reason) }, uniquingKeysWith: { a, _ in a })
         }
-        guard let pkName = schema.classes.first(where: { $0.name == id.className })?.primaryKey else {
-            return "'\(id.className)' has no primary key"
-        }
+        guard let role = configuration.rules.role(cls, for: s.user) else { return all("no role lets this user write '\(cls)'") }
+        var allowed = Set(keys.map(keyText))
+        var out = [String: String]()
         switch role.write.kind {
-        case .never: return "the role '\(role.name)' may not write '\(id.className)'"
+        case .never: return all("the role '\(role.name)' may not write '\(cls)'")
         case .always: break
         case .query(let text):
             let args = role.write.bound(to: s.user)?.arguments ?? []
-            let q = "(\(text)) AND \(pkName) == $\(args.count)"
-            if try store.objects(id.className, where: q, args + [id.primaryKey]).count() == 0 {
-                return "write not allowed by the role '\(role.name)' (\(text))"
-            }
+            let passing = try matching(cls, ViewQuery(text: text, arguments: args), among: keys)
+            for k in allowed where !passing.contains(k) { out[k] = "write not allowed by the role '\(role.name)' (\(text))" }
+            allowed = allowed.intersection(passing)
         }
-        guard let view = s.views[id.className] else {
-            return "'\(id.className)' is outside the session's subscriptions"
+        guard let view = s.views[cls] else {
+            for k in allowed { out[k] = "'\(cls)' is outside the session's subscriptions" }
+            return out
         }
-        let q = "(\(view.text)) AND \(pkName) == $\(view.arguments.count)"
-        if try store.objects(id.className, where: q, view.arguments + [id.primaryKey]).count() == 0 {
-            return "the object is outside the session's subscriptions (or its read rule)"
-        }
-        return nil
+        let visible = try matching(cls, view, among: keys.filter { allowed.contains(keyText($0)) })
+        for k in allowed where !visible.contains(k) { out[k] = "the object is outside the session's subscriptions (or its read rule)" }
+        return out
     }
 
     /// Tells the client which writes were refused, and sends it the server's state of them.
@@ -623,9 +638,16 @@ final class SyncApp: @unchecked Sendable {
         for (cls, keys) in keysByClass {
             live[cls] = try matching(cls, ViewQuery(text: "TRUEPREDICATE", arguments: []), among: keys)
         }
-        // Sessions with the same view share one query.
-        var cache = [ViewQuery: Set<String>]()
+        // Sessions with the same view share one query; an object's instructions are encoded once.
+        var cache = [String: [ViewQuery: Set<String>]]()
         var metas = [String: ObjectMetadata]()
+        var encoded = [ObjectID: [String]]()
+        func texts(_ id: ObjectID) -> [String] {
+            if let known = encoded[id] { return known }
+            let t = (byObject[id] ?? []).map { Wire.encode($0.wireValue) }
+            encoded[id] = t
+            return t
+        }
         for s in sessions.values.flatMap(\.values) where s.ready {
             let isOrigin = s === origin
             var out = [String]()
@@ -642,15 +664,15 @@ final class SyncApp: @unchecked Sendable {
                     continue
                 }
                 let visible: Set<String>
-                if let known = cache[view] { visible = known } else {
+                if let known = cache[cls]?[view] { visible = known } else {
                     visible = try matching(cls, view, among: keysByClass[cls] ?? [])
-                    cache[view] = visible
+                    cache[cls, default: [:]][view] = visible
                 }
                 if visible.contains(key) {
                     if isOrigin {
                         s.inView[cls, default: []].insert(key)
                     } else if held {
-                        out += (byObject[id] ?? []).map { Wire.encode($0.wireValue) }
+                        out += texts(id)
                     } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
                         if metas[cls] == nil { metas[cls] = try ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? []) }
                         out.append(Wire.encode(metas[cls]!.upsert(cls, id.primaryKey, key, doc).wireValue))

@@ -113,3 +113,36 @@ extension Store {
         return (write?.recorder.total ?? 0) > 0
     }
 }
+
+extension Store {
+    /// The primary keys of a class's objects (all, or those among `keys` that exist), without
+    /// reading the objects: what sync needs to tell which objects a device holds.
+    /// - Throws: `.noSuchClass`, `.typeMismatch` (a class without primary key).
+    public func primaryKeys(_ className: String, among keys: [Value]? = nil) throws -> [Value] {
+        try locked { conn in
+            let info = try classInfo(className)
+            guard let pk = info.primaryKey else {
+                throw AtollError(.typeMismatch, "class '\(className)' has no primary key")
+            }
+            let column = quote(pk.name)
+            var out = [Value]()
+            if let keys {
+                for start in stride(from: 0, to: keys.count, by: 500) {
+                    let part = keys[start..<min(start + 500, keys.count)]
+                    let s = try conn.prepare("SELECT \(column) FROM \(info.table) WHERE \(column) IN (\(part.map { _ in "?" }.joined(separator: ",")))")
+                    defer { s.finalize() }
+                    for (i, key) in part.enumerated() {
+                        guard let checked = try? checkedPrimaryKey(info, key) else { continue }
+                        s.bind(Int32(i + 1), pk.type.sqlValue(checked))
+                    }
+                    while try s.step() { out.append(pk.type.value(s.sqlValue(0))) }
+                }
+            } else {
+                let s = try conn.statement("SELECT \(column) FROM \(info.table)")
+                defer { s.reset() }
+                while try s.step() { out.append(pk.type.value(s.sqlValue(0))) }
+            }
+            return out
+        }
+    }
+}

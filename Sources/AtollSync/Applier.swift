@@ -60,6 +60,118 @@ struct Applier {
 
     func pkName(_ cls: String) -> String? { store.schema.classes.first { $0.name == cls }?.primaryKey }
 
+    /// Whether a class has properties that link to top-level objects.
+    func hasLinks(_ cls: String) -> Bool {
+        store.schema.classes.first { $0.name == cls }?.properties.contains(where: linkLike) ?? false
+    }
+
+    /// Applies downloaded instructions in order. New objects — a create with its own writes, or
+    /// an upsert of an object the device does not have — are created in batches (without their
+    /// links, which `links` writes once all exist); the rest one by one. An instruction this
+    /// replica cannot apply (a link out of view) is skipped on its own.
+    func applyAll(_ instructions: [(SyncInstruction, Clock)]) throws {
+        let fresh = try freshObjects(instructions.map(\.0))
+        var batch = [(doc: Document, lists: [String: ListSequence])]()
+        var batchClass = ""
+        func flush() throws {
+            guard !batch.isEmpty else { return }
+            defer { batch = [] }
+            try sql.execute("SAVEPOINT atoll_batch")
+            do {
+                try store.createMany(batchClass, batch.map(\.doc))
+                var rows = [[Value]]()
+                for b in batch {
+                    guard let pkName = pkName(batchClass), let pk = b.doc[pkName] else { continue }
+                    for (p, seq) in b.lists { rows.append([.string(batchClass), .string(keyText(pk)), .string(p), .string(seq.text)]) }
+                }
+                if !rows.isEmpty { try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)", rows) }
+                try sql.execute("RELEASE atoll_batch")
+            } catch {
+                try sql.execute("ROLLBACK TO atoll_batch")
+                try sql.execute("RELEASE atoll_batch")
+                throw BatchFailed()
+            }
+        }
+        var pendingBlocks = [(ArraySlice<(SyncInstruction, Clock)>)]()
+        func flushOrReplay() throws {
+            do { try flush() } catch is BatchFailed {
+                for block in pendingBlocks { for (ins, c) in block { try? apply(ins, clock: ins.clock ?? c) } }
+            }
+            pendingBlocks = []
+        }
+        var i = instructions.startIndex
+        while i < instructions.endIndex {
+            let (ins, c) = instructions[i]
+            if fresh.contains(ins.objectID), let pkName = pkName(ins.className) {
+                if ins.op == .upsert, let doc = freshUpsert(ins) {
+                    if batchClass != ins.className { try flushOrReplay() }
+                    batchClass = ins.className
+                    var lists = [String: ListSequence]()
+                    for (p, ids) in ins.lists where store.schema.classes.first(where: { $0.name == ins.className })?[property: p]?.isList == true {
+                        lists[p] = ListSequence(ids: ids, clock: ins.clock ?? .zero)
+                    }
+                    batch.append((doc, lists))
+                    pendingBlocks.append(instructions[i..<(i + 1)])
+                    i += 1
+                    continue
+                }
+                if ins.op == .create {
+                    var j = i + 1
+                    while j < instructions.endIndex, instructions[j].0.objectID == ins.objectID,
+                          instructions[j].0.op != .create, instructions[j].0.op != .erase { j += 1 }
+                    let block = instructions[i..<j].map(\.0)
+                    if let doc = SyncInstruction.wholeObject(block[...], primaryKey: pkName), !hasLinkValues(ins.className, doc) {
+                        if batchClass != ins.className { try flushOrReplay() }
+                        batchClass = ins.className
+                        batch.append((doc, SyncInstruction.listSequences(block[...], clock: c)))
+                        pendingBlocks.append(instructions[i..<j])
+                        i = j
+                        continue
+                    }
+                }
+            }
+            try flushOrReplay()
+            try? apply(ins, clock: ins.clock ?? c)
+            i += 1
+        }
+        try flushOrReplay()
+    }
+
+    private struct BatchFailed: Error {}
+
+    /// Objects created or upserted here that the device does not have and no pending change names.
+    private func freshObjects(_ instructions: [SyncInstruction]) throws -> Set<ObjectID> {
+        var byClass = [String: [Value]]()
+        for ins in instructions where ins.op == .create || ins.op == .upsert { byClass[ins.className, default: []].append(ins.primaryKey) }
+        var out = Set<ObjectID>()
+        for (cls, keys) in byClass where pkName(cls) != nil {
+            let present = Set(try store.primaryKeys(cls, among: keys).map(keyText))
+            for k in keys where !present.contains(keyText(k)) {
+                let id = ObjectID(cls, k)
+                if !pending.touched.contains(id) { out.insert(id) }
+            }
+        }
+        return out
+    }
+
+    /// An upsert's object without its links (written afterwards by `links`).
+    private func freshUpsert(_ ins: SyncInstruction) -> Document? {
+        guard let object = ins.object, let schema = store.schema.classes.first(where: { $0.name == ins.className }),
+              let pkName = schema.primaryKey else { return nil }
+        var doc = Document()
+        doc[pkName] = ins.primaryKey
+        for p in schema.properties where p.name != pkName && !p.isComputed && !linkLike(p) {
+            if let v = object[p.name] { doc[p.name] = v }
+        }
+        return doc
+    }
+
+    /// Whether a document gives a value to a property that links to top-level objects.
+    private func hasLinkValues(_ cls: String, _ doc: Document) -> Bool {
+        guard let schema = store.schema.classes.first(where: { $0.name == cls }) else { return true }
+        return schema.properties.contains { p in linkLike(p) && doc[p.name] != nil && doc[p.name] != .null }
+    }
+
     func apply(_ ins: SyncInstruction, clock: Clock) throws {
         let id = ins.objectID
         let cls = ins.className

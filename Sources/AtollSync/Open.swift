@@ -93,12 +93,14 @@ public final class AsyncOpenTask: @unchecked Sendable {
                     }
                 }
                 defer { session.removeObserver(token) }
+                let stop = { self.cancelled.load(ordering: .relaxed) }
                 do {
-                    try session.waitForInitialDownload(timeout: timeout)
-                } catch let e as SyncError where offlineFallback && (e.code == .timeout || e.code == .connectionFailed) {
+                    if stop() { throw SyncError(.timeout, "the open was cancelled") }
+                    try session.waitForInitialDownload(timeout: timeout, cancelled: stop)
+                } catch let e as SyncError where offlineFallback && !stop() && (e.code == .timeout || e.code == .connectionFailed) {
                     // AutoOpen: open what is on the device.
                 }
-                if cancelled.load(ordering: .relaxed) { throw SyncError(.internalServerError, "the open was cancelled") }
+                if stop() { throw SyncError(.timeout, "the open was cancelled") }
                 lock.withLock { self.session = nil }
                 report(.open(session))
             } catch {

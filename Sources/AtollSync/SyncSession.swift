@@ -470,19 +470,65 @@ public final class SyncSession: @unchecked Sendable {
     private func upload() throws {
         guard bound, state == .active else { return }
         while true {
-            let batch = try pendingChangesets(after: lastSent, maxBytes: 1 << 20)
-            guard !batch.isEmpty else { return }
-            let cursor = try store.withMetadata { sql in try ClientTables.int(sql, "downloadCursor") }
-            let changesets = batch.map { cs -> Value in
-                var c = cs
-                c.lastServerVersion = UInt64(max(0, cursor))
-                return c.wireValue
+            // The pending texts as stored (translated once), a message of up to about 1 MB; a
+            // changeset larger than a message travels in parts.
+            let batch = try store.withMetadata { sql -> [(version: UInt64, text: String)] in
+                var out = [(version: UInt64, text: String)]()
+                var bytes = 0
+                for row in try sql.rows("SELECT version, changeset, bytes FROM _atoll_sync_pending WHERE version > ? ORDER BY version LIMIT 1000",
+                                        [.int(Int64(lastSent))]) {
+                    guard case .int(let v) = row[0], case .string(let text) = row[1] else { continue }
+                    let size = Int(row[2].intValue ?? 0)
+                    if !out.isEmpty, bytes + size > 1 << 20 { break }
+                    bytes += size
+                    out.append((UInt64(v), text))
+                }
+                return out
             }
-            connection.send(.doc(["type": .string("upload"), "session": .int(number), "changesets": .list(changesets)]))
-            lastSent = batch.last?.clientVersion ?? lastSent
+            guard !batch.isEmpty else { return }
+            for part in try Self.uploadMessages(batch.map(\.text)) {
+                connection.send(text: "{\"type\":\"upload\",\"session\":\(number),\"changesets\":[" + part.joined(separator: ",") + "]}")
+            }
+            lastSent = batch.last?.version ?? lastSent
             let total = try store.withMetadata { sql in try sql.rows("SELECT coalesce(sum(bytes), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
             uploadTotal = max(uploadTotal, Int(total))
         }
+    }
+
+    /// The largest part of one changeset in one upload message.
+    static let partBytes = 4 << 20
+
+    /// Upload messages (each a list of changeset texts) for changesets: a changeset larger than
+    /// `partBytes` is split into parts (`"more": true` on all but the last), each in its own
+    /// message; the server integrates it once the last part is in.
+    static func uploadMessages(_ texts: [String]) throws -> [[String]] {
+        var messages = [[String]]()
+        var current = [String]()
+        for text in texts {
+            guard text.utf8.count > partBytes else { current.append(text); continue }
+            if !current.isEmpty { messages.append(current); current = [] }
+            let cs = try SyncChangeset(wire: try EJSON.parse(text))
+            var part = [SyncInstruction]()
+            var size = 0
+            func emit(more: Bool) {
+                var piece = SyncChangeset(clientVersion: cs.clientVersion, lastServerVersion: cs.lastServerVersion, clock: cs.clock, instructions: part)
+                piece.serverVersion = 0
+                var value = piece.wireValue
+                if more, case .object(var d) = value { d["more"] = .bool(true); value = .object(d) }
+                messages.append([Wire.encode(value)])
+                part = []
+                size = 0
+            }
+            for ins in cs.instructions {
+                let bytes = Wire.encode(ins.wireValue).utf8.count
+                if size + bytes > partBytes, !part.isEmpty { emit(more: true) }
+                part.append(ins)
+                size += bytes
+            }
+            emit(more: false)
+        }
+        if !current.isEmpty { messages.append(current) }
+        return messages
     }
 
     private func acknowledge(_ version: UInt64) throws {
@@ -544,15 +590,9 @@ public final class SyncSession: @unchecked Sendable {
                 try translateLocal(sql)
                 let pending = PendingIndex(try pendingChangesets())
                 let applier = Applier(store: store, sql: sql, pending: pending)
-                for (ins, c) in instructions {
-                    if c != .zero { clock.observe(c) }
-                    if let c = ins.clock { clock.observe(c) }
-                    do { try applier.apply(ins, clock: ins.clock ?? c) } catch {
-                        // An instruction this replica cannot apply (a link out of view): skipped.
-                        continue
-                    }
-                }
-                for (ins, _) in instructions where ins.op == .upsert {
+                for (_, c) in instructions where c != .zero { clock.observe(c) }
+                try applier.applyAll(instructions)
+                for (ins, _) in instructions where ins.op == .upsert && applier.hasLinks(ins.className) {
                     if let pk = applier.pkName(ins.className) { try? applier.links(ins, pk) }
                 }
                 if bootstrap { try evictOutside(instructions.map(\.0), pending, sql) }
@@ -573,9 +613,8 @@ public final class SyncSession: @unchecked Sendable {
         var keep = Set<ObjectID>()
         for ins in instructions where ins.op == .upsert { keep.insert(ins.objectID) }
         for cls in try syncedClasses(sql) {
-            guard let schema = store.schema.classes.first(where: { $0.name == cls }), let pkName = schema.primaryKey else { continue }
-            for doc in try store.objects(cls).documents() {
-                guard let pk = doc[pkName] else { continue }
+            guard store.schema.classes.first(where: { $0.name == cls })?.primaryKey != nil else { continue }
+            for pk in try store.primaryKeys(cls) {
                 let id = ObjectID(cls, pk)
                 if keep.contains(id) || pending.touched.contains(id) { continue }
                 try store.delete(cls, primaryKey: pk)
@@ -610,20 +649,20 @@ public final class SyncSession: @unchecked Sendable {
     }
 
     /// Waits until everything the server had when the call was made is applied here.
-    public func waitForDownload(timeout: Double) throws {
+    public func waitForDownload(timeout: Double, cancelled: () -> Bool = { false }) throws {
         let request = queue.sync { () -> Int in
             marksSent += 1
             if bound { connection.send(.doc(["type": .string("mark"), "session": .int(number), "request": .int(Int64(marksSent))])) }
             return marksSent
         }
-        try wait(timeout: timeout, what: "download") { self.marksAnswered >= request }
+        try wait(timeout: timeout, what: "download", cancelled: cancelled) { self.marksAnswered >= request }
     }
 
     /// Waits for a subscription version to be complete.
     /// - Throws: `SyncError(.invalidFlexibleSyncSubscriptions)` with the server's reason when it
     ///   was refused, `.timeout`.
-    public func waitForSubscriptions(version: Int64, timeout: Double) throws {
-        try wait(timeout: timeout, what: "subscriptions") {
+    public func waitForSubscriptions(version: Int64, timeout: Double, cancelled: () -> Bool = { false }) throws {
+        try wait(timeout: timeout, what: "subscriptions", cancelled: cancelled) {
             if let message = self.queryErrors[version] { throw SyncError(.invalidFlexibleSyncSubscriptions, message) }
             return self.completedQueryVersion >= version
         }
@@ -632,13 +671,18 @@ public final class SyncSession: @unchecked Sendable {
     /// Waits for a condition (checked under the lock); fails on timeout, on a fatal error of the
     /// session, or when it stops.
     func wait(timeout: Double, what: String, _ done: () throws -> Bool) throws {
+        try wait(timeout: timeout, what: what, cancelled: { false }, done)
+    }
+
+    /// `wait`, also ending (with a timeout error) as soon as `cancelled` says so.
+    func wait(timeout: Double, what: String, cancelled: () -> Bool, _ done: () throws -> Bool) throws {
         let deadline = Date().addingTimeInterval(timeout)
         lock.lock()
         defer { lock.unlock() }
         let errorsAtStart = errorCount
         let interruptionsAtStart = interruptions
         while try !done() {
-            if interruptions != interruptionsAtStart { throw SyncError(.timeout, "waiting for \(what) was cancelled") }
+            if interruptions != interruptionsAtStart || cancelled() { throw SyncError(.timeout, "waiting for \(what) was cancelled") }
             if _state == .inactive {
                 throw lastError ?? SyncError(.connectionFailed, "the session stopped")
             }
@@ -677,10 +721,10 @@ public final class SyncSession: @unchecked Sendable {
 
     /// Waits for the realm to hold the server's data: its subscriptions bootstrapped, then a
     /// round trip (what `downloadBeforeOpen` and AsyncOpen do).
-    public func waitForInitialDownload(timeout: Double) throws {
+    public func waitForInitialDownload(timeout: Double, cancelled: () -> Bool = { false }) throws {
         let start = Date()
-        try waitForSubscriptions(version: try activeQueryVersion(), timeout: timeout)
-        try waitForDownload(timeout: max(0.1, timeout - Date().timeIntervalSince(start)))
+        try waitForSubscriptions(version: try activeQueryVersion(), timeout: timeout, cancelled: cancelled)
+        try waitForDownload(timeout: max(0.1, timeout - Date().timeIntervalSince(start)), cancelled: cancelled)
         try onQueue { try store.write { try store.withMetadata { sql in try ClientTables.set(sql, "downloadedOnce", .int(1)) } } }
     }
 

@@ -81,9 +81,11 @@ final class UserConnection: @unchecked Sendable {
         }
     }
 
-    func send(_ value: Value) {
+    func send(_ value: Value) { send(text: Wire.encode(value)) }
+
+    func send(text: String) {
         guard let socket else { return }
-        do { try socket.send(Wire.encode(value)) } catch {
+        do { try socket.send(text) } catch {
             socket.close(code: 1001, reason: "send failed")
         }
     }

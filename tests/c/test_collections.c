@@ -271,8 +271,8 @@ static void test_list_insert_set_erase_move(void) {
               " {'op': 'listInsert', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 2, 'value': 5},"
               " {'op': 'listSet', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 2, 'value': 50},"
               " {'op': 'listErase', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 0},"
-              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 4, 'toIndex': 0},"
-              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 1, 'toIndex': 3}]");
+              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 4, 'toIndex': 0, 'value': 9},"
+              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 1, 'toIndex': 3, 'value': 1}]");
 
     /* Queries see the new order. */
     atoll_results_t *res = atoll_results_query(r, "Person", "numbers[FIRST] == 9 AND numbers.@count == 5", NULL);
@@ -334,10 +334,10 @@ static void test_list_moves_in_both_directions(void) {
     CHECK_LOG(r, 1,
               "[{'op': 'listInsert', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 3, 'value': 4},"
               " {'op': 'listInsert', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 4, 'value': 5},"
-              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 0, 'toIndex': 4},"
-              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 4, 'toIndex': 0},"
-              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 1, 'toIndex': 2},"
-              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 3, 'toIndex': 2}]");
+              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 0, 'toIndex': 4, 'value': 1},"
+              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 4, 'toIndex': 0, 'value': 1},"
+              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 1, 'toIndex': 2, 'value': 2},"
+              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['numbers'], 'index': 3, 'toIndex': 2, 'value': 4}]");
 
     /* A move onto itself succeeds and changes nothing. */
     BEGIN(r);
@@ -576,7 +576,7 @@ static void test_embedded_elements_are_owned(void) {
               " {'op': 'dictionarySet', 'class': 'Person', 'primaryKey': 1, 'path': ['homes', 'g'], 'value': null},"
               " {'op': 'listInsert', 'class': 'Person', 'primaryKey': 1, 'path': ['addresses'], 'index': 1,"
               "  'value': {'city': 'Nice', 'lines': []}},"
-              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['addresses'], 'index': 1, 'toIndex': 0}]");
+              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['addresses'], 'index': 1, 'toIndex': 0, 'value': {'city': 'Nice', 'lines': []}}]");
 
     /* The last one erased: none left. */
     BEGIN(r);
@@ -707,7 +707,7 @@ static void test_mixed_lists_hold_links_and_nested_values(void) {
               " {'op': 'listInsert', 'class': 'Person', 'primaryKey': 1, 'path': ['anything'], 'index': 3, 'value': null},"
               " {'op': 'listInsert', 'class': 'Person', 'primaryKey': 1, 'path': ['anything'], 'index': 4, 'value': {'$date': '2024-05-01T12:00:00.000Z'}},"
               " {'op': 'listSet', 'class': 'Person', 'primaryKey': 1, 'path': ['anything'], 'index': 3, 'value': 's'},"
-              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['anything'], 'index': 1, 'toIndex': 4}]");
+              " {'op': 'listMove', 'class': 'Person', 'primaryKey': 1, 'path': ['anything'], 'index': 1, 'toIndex': 4, 'value': [1, 'two', [3.5, null]]}]");
 
     BEGIN(r);
     FAILS(r, atoll_list_insert(r, "Person", "1", "anything", 0, J("{'$ref': 'Dog', '$id': 99}")), ATOLL_ERR_NOT_FOUND, "99");
@@ -757,7 +757,7 @@ static void test_objects_without_primary_key_by_row_key(void) {
     CHECK_LOG(r, 2,
               "[{'op': 'listInsert', 'class': 'Note', 'primaryKey': 40, 'path': ['items'], 'index': 0, 'value': 1},"
               " {'op': 'listInsert', 'class': 'Note', 'primaryKey': 40, 'path': ['items'], 'index': 0, 'value': 2},"
-              " {'op': 'listMove', 'class': 'Note', 'primaryKey': 40, 'path': ['items'], 'index': 0, 'toIndex': 1}]");
+              " {'op': 'listMove', 'class': 'Note', 'primaryKey': 40, 'path': ['items'], 'index': 0, 'toIndex': 1, 'value': 2}]");
     atoll_realm_close(r);
 }
 

@@ -111,20 +111,20 @@ final class ChangeIndex {
         self.changes = changes
         for set in changes {
             for ins in set.instructions {
-                var c = classes[ins.className, default: ClassChanges()]
+                // Changed in place: a copy taken out and put back would copy the class's
+                // dictionaries for every instruction (quadratic in a large transaction).
                 switch ins.op {
                 case .create:
                     // An object erased and created again stays in `erased`: observers of the
                     // old one see it deleted, results see the new one as modified.
-                    c.created.insert(ins.primaryKey)
-                    c.touched[ins.primaryKey, default: []].append([])
+                    classes[ins.className, default: ClassChanges()].created.insert(ins.primaryKey)
+                    classes[ins.className, default: ClassChanges()].touched[ins.primaryKey, default: []].append([])
                 case .erase:
-                    c.erased.insert(ins.primaryKey)
-                    c.touched[ins.primaryKey] = nil
+                    classes[ins.className, default: ClassChanges()].erased.insert(ins.primaryKey)
+                    classes[ins.className, default: ClassChanges()].touched[ins.primaryKey] = nil
                 default:
-                    c.touched[ins.primaryKey, default: []].append(ins.path)
+                    classes[ins.className, default: ClassChanges()].touched[ins.primaryKey, default: []].append(ins.path)
                 }
-                classes[ins.className] = c
             }
         }
         for ins in effects {

@@ -96,6 +96,21 @@ public final class Results: @unchecked Sendable {
     /// Whether the results are in row-key order (no SORT).
     var isUnsorted: Bool { inRowKeyOrder }
 
+    /// The primary keys of the matching objects (any order; for plain filters: no SORT,
+    /// DISTINCT or LIMIT), without reading the objects.
+    /// - Throws: `.typeMismatch` for a class without primary key.
+    public func primaryKeyValues() throws -> [Value] {
+        guard let pk = info.primaryKey else { throw AtollError(.typeMismatch, "class '\(className)' has no primary key") }
+        return try store.locked { conn in
+            let s = try conn.statement("SELECT t.\(quote(pk.name)) \(compiled.from) WHERE \(compiled.condition)")
+            defer { s.reset() }
+            s.bind(compiled.parameters)
+            var out = [Value]()
+            while try s.step() { out.append(pk.type.value(s.sqlValue(0))) }
+            return out
+        }
+    }
+
     /// Whether the query only filters: no SORT, DISTINCT or LIMIT, so that whether an object
     /// matches depends on that object alone (what sync subscriptions and permissions need).
     public var isPlainFilter: Bool { compiled.rowLocal && compiled.limit == nil && inRowKeyOrder }

@@ -91,8 +91,8 @@ def test_list_insert_set_erase_move(realm):
         {"op": "listInsert", "path": ["numbers"], "index": 2, "value": 5},
         {"op": "listSet", "path": ["numbers"], "index": 2, "value": 50},
         {"op": "listErase", "path": ["numbers"], "index": 0},
-        {"op": "listMove", "path": ["numbers"], "index": 4, "toIndex": 0},
-        {"op": "listMove", "path": ["numbers"], "index": 1, "toIndex": 3},
+        {"op": "listMove", "path": ["numbers"], "index": 4, "toIndex": 0, "value": 9},
+        {"op": "listMove", "path": ["numbers"], "index": 1, "toIndex": 3, "value": 1},
     ]
     assert len(realm.objects("Person").filter("numbers[FIRST] == 9 AND numbers.@count == 5")) == 1
 

@@ -17,13 +17,19 @@ from .errors import (AlreadyInWriteError, AtollError, BusyError, ClosedError,
                      InvalidJSONError, MigrationError, MissingValueError, NoSuchClassError,
                      NoSuchPropertyError, NotFoundError, NotInWriteError, QueryError,
                      QueryInvalidError, QuerySyntaxError, ReadOnlyError, SchemaError,
-                     SchemaMismatchError, TypeMismatchError)
+                     SchemaMismatchError, TypeMismatchError, SyncError, AuthError,
+                     SyncTimeoutError, NetworkError, SubscriptionExistsError,
+                     SubscriptionError)
 from .ejson import Link
 from .objectid import ObjectId
 from .notifications import (ChangeStream, CollectionChange, Move, NotificationToken,
                             ObjectChange, RealmChange, ResultsChange)
 from .realm import (CONFIG_KEYS, NOTIFICATION_MODES, FrozenResults, Migration, Realm, Results,
                     UPDATE_POLICIES, delete_files, file_exists, open)
+from .sync import (CLIENT_RESET_MODES, DOWNLOAD_BEFORE_OPEN, SYNC_MODES, App, CompensatingWrite,
+                   Credentials, Subscription, SubscriptionSet, SubscriptionUpdate,
+                   SyncErrorEvent, SyncSession, SyncToken, User, UserInfo, async_open,
+                   open_synced)
 
 __version__ = "0.1.0"
 
@@ -50,4 +56,10 @@ __all__ = [
     "FileError", "ClosedError", "ReadOnlyError", "BusyError", "NoSuchClassError",
     "NoSuchPropertyError", "TypeMismatchError", "MissingValueError", "InternalError",
     "MigrationError",
+    # sync
+    "App", "User", "UserInfo", "Credentials", "open_synced", "async_open", "SyncSession",
+    "SyncToken", "SyncErrorEvent", "CompensatingWrite", "Subscription", "SubscriptionSet",
+    "SubscriptionUpdate", "SYNC_MODES", "DOWNLOAD_BEFORE_OPEN", "CLIENT_RESET_MODES",
+    "SyncError", "AuthError", "SyncTimeoutError", "NetworkError", "SubscriptionExistsError",
+    "SubscriptionError",
 ]

@@ -17,8 +17,9 @@ Ownership rules from the header, as they appear here:
   the bytes and frees the pointer with ``atoll_free``.
 * ``const char *`` results that are static or borrowed are declared ``c_char_p``.
 * Handles are pointers to opaque structures (:data:`RealmPtr`, :data:`ResultsPtr`,
-  :data:`MigrationPtr`, :data:`TokenPtr`), so that ctypes refuses a results handle where a
-  realm handle is expected.
+  :data:`MigrationPtr`, :data:`TokenPtr`, and for sync :data:`AppPtr`, :data:`UserPtr`,
+  :data:`SyncSessionPtr`, :data:`AsyncOpenPtr`), so that ctypes refuses a results handle
+  where a realm handle is expected.
 * Change callbacks (:data:`atoll_changes_fn`) receive their JSON as ``c_char_p``: ctypes copies
   the borrowed text to ``bytes`` before the Python function runs, as the header asks. The
   CFUNCTYPE objects passed to the ``atoll_*_observe`` functions must stay referenced until
@@ -107,10 +108,30 @@ class atoll_token_t(Structure):
     """typedef struct atoll_token atoll_token_t;  (opaque; a registered change callback)"""
 
 
+class atoll_app_t(Structure):
+    """typedef struct atoll_app atoll_app_t;  (opaque; an app on a sync server)"""
+
+
+class atoll_user_t(Structure):
+    """typedef struct atoll_user atoll_user_t;  (opaque; a user of an app)"""
+
+
+class atoll_sync_session_t(Structure):
+    """typedef struct atoll_sync_session atoll_sync_session_t;  (opaque; a synced realm's sync)"""
+
+
+class atoll_async_open_t(Structure):
+    """typedef struct atoll_async_open atoll_async_open_t;  (opaque; a background open)"""
+
+
 RealmPtr = POINTER(atoll_realm_t)
 ResultsPtr = POINTER(atoll_results_t)
 MigrationPtr = POINTER(atoll_migration_t)
 TokenPtr = POINTER(atoll_token_t)
+AppPtr = POINTER(atoll_app_t)
+UserPtr = POINTER(atoll_user_t)
+SyncSessionPtr = POINTER(atoll_sync_session_t)
+AsyncOpenPtr = POINTER(atoll_async_open_t)
 
 
 class atoll_error_t(Structure):
@@ -185,6 +206,12 @@ ATOLL_ERR_TYPE_MISMATCH = 17
 ATOLL_ERR_MISSING_VALUE = 18
 ATOLL_ERR_INTERNAL = 19
 ATOLL_ERR_MIGRATION = 20
+ATOLL_ERR_AUTH = 21
+ATOLL_ERR_TIMEOUT = 22
+ATOLL_ERR_NETWORK = 23
+ATOLL_ERR_SUBSCRIPTION_EXISTS = 24
+ATOLL_ERR_SUBSCRIPTION = 25
+ATOLL_ERR_SYNC = 26
 
 # atoll_update_policy_e
 ATOLL_UPDATE_ERROR = 0
@@ -455,6 +482,124 @@ _declare("atoll_realm_notification_fd", c_int, [RealmPtr])
 
 # bool atoll_realm_deliver_notifications(atoll_realm_t *realm);
 _declare("atoll_realm_deliver_notifications", c_bool, [RealmPtr])
+
+
+# MARK: Sync (apps, users, synced realms; the owning layer is atoll.sync)
+#
+# Calls that talk to the server block the calling thread (ctypes releases the GIL for them).
+# The callbacks of atoll_app_observe_errors, atoll_realm_async_open and
+# atoll_sync_session_observe are atoll_changes_fn, called on library threads with borrowed JSON.
+
+# atoll_app_t *atoll_app_new(const char *app_config_json);   -- free with atoll_app_free()
+_declare("atoll_app_new", AppPtr, [c_char_p])
+
+# void atoll_app_free(atoll_app_t *app);          -- NULL is a no-op
+_declare("atoll_app_free", None, [AppPtr])
+
+# atoll_user_t *atoll_app_login(atoll_app_t *app, const char *credentials_json);
+#                                                 -- blocks; free with atoll_user_free()
+_declare("atoll_app_login", UserPtr, [AppPtr, c_char_p])
+
+# bool atoll_app_register_email(atoll_app_t *app, const char *email, const char *password);
+#                                                 -- blocks
+_declare("atoll_app_register_email", c_bool, [AppPtr, c_char_p, c_char_p])
+
+# atoll_user_t *atoll_app_current_user(atoll_app_t *app);
+#                          -- new handle, or NULL with no error when nobody is logged in
+_declare("atoll_app_current_user", UserPtr, [AppPtr])
+
+# char *atoll_app_all_users(atoll_app_t *app);    -- caller owns; atoll_free()
+_declare("atoll_app_all_users", c_void_p, [AppPtr])
+
+# bool atoll_app_switch_user(atoll_app_t *app, atoll_user_t *user);
+_declare("atoll_app_switch_user", c_bool, [AppPtr, UserPtr])
+
+# atoll_token_t *atoll_app_observe_errors(atoll_app_t *app, atoll_changes_fn fn, void *userdata,
+#                                         atoll_free_userdata_fn free_userdata);
+#                                         -- caller owns; free with atoll_token_free()
+_declare("atoll_app_observe_errors", TokenPtr,
+         [AppPtr, atoll_changes_fn, c_void_p, atoll_free_userdata_fn])
+
+# char *atoll_user_json(atoll_user_t *user);      -- caller owns; atoll_free()
+_declare("atoll_user_json", c_void_p, [UserPtr])
+
+# bool atoll_user_logout(atoll_user_t *user);     -- blocks (best effort on the server)
+_declare("atoll_user_logout", c_bool, [UserPtr])
+
+# bool atoll_user_remove(atoll_user_t *user);     -- blocks
+_declare("atoll_user_remove", c_bool, [UserPtr])
+
+# bool atoll_user_delete(atoll_user_t *user);     -- blocks
+_declare("atoll_user_delete", c_bool, [UserPtr])
+
+# void atoll_user_free(atoll_user_t *user);       -- NULL is a no-op; the user stays logged in
+_declare("atoll_user_free", None, [UserPtr])
+
+# atoll_realm_t *atoll_realm_open_synced(atoll_user_t *user, const char *config_json);
+#                                 -- blocks with "downloadBeforeOpen"; close with atoll_realm_close()
+_declare("atoll_realm_open_synced", RealmPtr, [UserPtr, c_char_p])
+
+# atoll_async_open_t *atoll_realm_async_open(atoll_user_t *user, const char *config_json,
+#                                            atoll_changes_fn fn, void *userdata,
+#                                            atoll_free_userdata_fn free_userdata);
+#                                         -- caller owns; free with atoll_async_open_free()
+_declare("atoll_realm_async_open", AsyncOpenPtr,
+         [UserPtr, c_char_p, atoll_changes_fn, c_void_p, atoll_free_userdata_fn])
+
+# atoll_realm_t *atoll_async_open_take_realm(atoll_async_open_t *task);
+#                                         -- once, after "open"; close with atoll_realm_close()
+_declare("atoll_async_open_take_realm", RealmPtr, [AsyncOpenPtr])
+
+# void atoll_async_open_free(atoll_async_open_t *task);   -- NULL is a no-op; cancels a running open
+_declare("atoll_async_open_free", None, [AsyncOpenPtr])
+
+# char *atoll_subscriptions_json(atoll_realm_t *realm);   -- caller owns; atoll_free()
+_declare("atoll_subscriptions_json", c_void_p, [RealmPtr])
+
+# bool atoll_subscriptions_update(atoll_realm_t *realm, const char *update_json,
+#                                 uint64_t *out_version);  -- out may be NULL
+_declare("atoll_subscriptions_update", c_bool, [RealmPtr, c_char_p, POINTER(c_uint64)])
+
+# bool atoll_subscriptions_wait(atoll_realm_t *realm, uint64_t version, int timeout_ms);
+#                                                 -- blocks
+_declare("atoll_subscriptions_wait", c_bool, [RealmPtr, c_uint64, c_int])
+
+# atoll_sync_session_t *atoll_realm_sync_session(atoll_realm_t *realm);
+#                                         -- caller owns; free with atoll_sync_session_free()
+_declare("atoll_realm_sync_session", SyncSessionPtr, [RealmPtr])
+
+# char *atoll_sync_session_state_json(atoll_sync_session_t *session);   -- caller owns; atoll_free()
+_declare("atoll_sync_session_state_json", c_void_p, [SyncSessionPtr])
+
+# bool atoll_sync_session_pause(atoll_sync_session_t *session);
+_declare("atoll_sync_session_pause", c_bool, [SyncSessionPtr])
+
+# bool atoll_sync_session_resume(atoll_sync_session_t *session);
+_declare("atoll_sync_session_resume", c_bool, [SyncSessionPtr])
+
+# bool atoll_sync_session_reconnect(atoll_sync_session_t *session);
+_declare("atoll_sync_session_reconnect", c_bool, [SyncSessionPtr])
+
+# bool atoll_sync_session_wait_for_upload(atoll_sync_session_t *session, int timeout_ms);
+#                                                 -- blocks
+_declare("atoll_sync_session_wait_for_upload", c_bool, [SyncSessionPtr, c_int])
+
+# bool atoll_sync_session_wait_for_download(atoll_sync_session_t *session, int timeout_ms);
+#                                                 -- blocks
+_declare("atoll_sync_session_wait_for_download", c_bool, [SyncSessionPtr, c_int])
+
+# atoll_token_t *atoll_sync_session_observe(atoll_sync_session_t *session, atoll_changes_fn fn,
+#                                           void *userdata, atoll_free_userdata_fn free_userdata);
+#                                         -- caller owns; free with atoll_token_free()
+_declare("atoll_sync_session_observe", TokenPtr,
+         [SyncSessionPtr, atoll_changes_fn, c_void_p, atoll_free_userdata_fn])
+
+# void atoll_sync_session_free(atoll_sync_session_t *session);   -- NULL is a no-op
+_declare("atoll_sync_session_free", None, [SyncSessionPtr])
+
+# bool atoll_realm_write_copy_synced(atoll_realm_t *realm, const char *config_json,
+#                                    atoll_user_t *user_or_null);
+_declare("atoll_realm_write_copy_synced", c_bool, [RealmPtr, c_char_p, UserPtr])
 
 
 # MARK: - Helpers

@@ -23,7 +23,18 @@ The tree::
      ├── TypeMismatchError           ATOLL_ERR_TYPE_MISMATCH         17
      ├── MissingValueError           ATOLL_ERR_MISSING_VALUE         18
      ├── InternalError               ATOLL_ERR_INTERNAL              19
-     └── MigrationError              ATOLL_ERR_MIGRATION             20
+     ├── MigrationError              ATOLL_ERR_MIGRATION             20
+     └── SyncError                   ATOLL_ERR_SYNC                  26
+          ├── AuthError              ATOLL_ERR_AUTH                  21
+          ├── SyncTimeoutError       ATOLL_ERR_TIMEOUT               22  (also a builtins.TimeoutError)
+          ├── NetworkError           ATOLL_ERR_NETWORK               23  (also a builtins.ConnectionError)
+          ├── SubscriptionExistsError ATOLL_ERR_SUBSCRIPTION_EXISTS  24
+          └── SubscriptionError      ATOLL_ERR_SUBSCRIPTION          25
+
+``SyncError`` is both the code "any other sync error" and the parent of the sync codes, as
+``SchemaError`` is of ``SchemaMismatchError``: ``except atoll.SyncError`` catches every sync
+failure. ``SyncTimeoutError`` is not named ``TimeoutError`` so as not to shadow the builtin it
+also derives from (``except TimeoutError`` catches it too).
 
 A code this binding does not know (the header says new ones may be added) raises a plain
 :class:`AtollError` carrying that code. Errors that Python itself can see before calling the
@@ -186,6 +197,43 @@ class MigrationError(AtollError):
     """
 
 
+@_status(26, "ATOLL_ERR_SYNC")
+class SyncError(AtollError):
+    """A sync failure: the parent of the sync errors below, and itself any other sync error
+    (the message starts with the protocol's error code, e.g. ``"permissionDenied: ..."``;
+    docs/protocol.md). What the server reports while syncing in the background arrives through
+    :meth:`atoll.App.on_error` as a :class:`atoll.SyncErrorEvent` instead."""
+
+
+@_status(21, "ATOLL_ERR_AUTH")
+class AuthError(SyncError):
+    """A login was refused (wrong password, email taken, unknown key), or the user is logged
+    out. The message has the server's reason."""
+
+
+@_status(22, "ATOLL_ERR_TIMEOUT")
+class SyncTimeoutError(SyncError, TimeoutError):
+    """A sync wait (download, upload, subscriptions, connecting, a download before open) did
+    not end in time. Also a :class:`TimeoutError` (the builtin)."""
+
+
+@_status(23, "ATOLL_ERR_NETWORK")
+class NetworkError(SyncError, ConnectionError):
+    """The server could not be reached. Also a :class:`ConnectionError` (the builtin)."""
+
+
+@_status(24, "ATOLL_ERR_SUBSCRIPTION_EXISTS")
+class SubscriptionExistsError(SyncError):
+    """A subscription with that name exists already: update it instead of adding it."""
+
+
+@_status(25, "ATOLL_ERR_SUBSCRIPTION")
+class SubscriptionError(SyncError):
+    """The server refused a subscription set (SORT / DISTINCT / LIMIT, a field that is not
+    queryable, an unknown class); the message has its reason. The previous set stays in
+    force."""
+
+
 #: code -> exception class, for every code of atoll_status_e except ATOLL_OK.
 ERRORS_BY_CODE: Dict[int, Type[AtollError]] = {
     cls.status: cls  # type: ignore[misc]
@@ -194,8 +242,14 @@ ERRORS_BY_CODE: Dict[int, Type[AtollError]] = {
         NotFoundError, DuplicatePrimaryKeyError, QuerySyntaxError, QueryInvalidError,
         NotInWriteError, AlreadyInWriteError, FileError, ClosedError, ReadOnlyError,
         BusyError, NoSuchClassError, NoSuchPropertyError, TypeMismatchError,
-        MissingValueError, InternalError, MigrationError,
+        MissingValueError, InternalError, MigrationError, AuthError, SyncTimeoutError,
+        NetworkError, SubscriptionExistsError, SubscriptionError, SyncError,
     )
+}
+
+#: "ATOLL_ERR_TIMEOUT" -> exception class (the async open reports its status by name).
+ERRORS_BY_NAME: Dict[str, Type[AtollError]] = {
+    cls.status_name: cls for cls in ERRORS_BY_CODE.values()  # type: ignore[misc]
 }
 
 

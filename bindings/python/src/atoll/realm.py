@@ -391,6 +391,21 @@ class Realm:
         self._handle = handle
         self._finalizer = weakref.finalize(self, _close_realm_handle, handle)
 
+    @classmethod
+    def _from_handle(cls, handle: Any, config: Mapping[str, Any], sync: Any = None) -> "Realm":
+        """A Realm owning a handle opened elsewhere (a synced realm: :mod:`atoll.sync`).
+        ``config`` is the configuration dict (:func:`_config`) it was opened with; ``sync``
+        the synced realm's state (it is closed with the realm)."""
+        realm = cls.__new__(cls)
+        realm._handle = None
+        realm._config_json = _json_arg(dict(config))
+        realm._prepare(config.get("path"), config.get("writeTimeoutMs", -1),
+                       config.get("notifications", "thread"))
+        realm._sync = sync
+        realm._handle = handle
+        realm._finalizer = weakref.finalize(realm, _close_realm_handle, handle)
+        return realm
+
     def _prepare(self, path: Optional[str], write_timeout_ms: int,
                  notifications: str = "thread") -> None:
         """The state every Realm has, before its handle is set."""
@@ -408,6 +423,8 @@ class Realm:
         self._reader_owner: Optional[int] = None     # the thread holding _reader_lock
         self._readers: Dict[Any, int] = {}           # event loop -> streams polling on it
         self._notification_fd: Optional[int] = None
+        #: a synced realm's sync state (atoll.sync._SyncedRealmState), None for a local realm
+        self._sync: Any = None
 
     # MARK: Lifetime
 
@@ -426,6 +443,8 @@ class Realm:
         self._end_observers()        # any registered meanwhile
         for r in results:
             r.close()
+        if self._sync is not None:
+            self._sync.close()       # the sync session handle, before the realm's
         self._finalizer()
         with self._write_cond:
             self._writer = None
@@ -969,6 +988,64 @@ class Realm:
         for a read-only realm."""
         if not lib.atoll_realm_compact(self._h()):
             raise_last_error("atoll_realm_compact")
+
+    # MARK: Sync (atoll.sync)
+
+    @property
+    def synced(self) -> bool:
+        """Whether this realm was opened with :func:`atoll.open_synced` or
+        :func:`atoll.async_open` (a realm opened with :func:`atoll.open` is local, even on a
+        synced file)."""
+        return self._sync is not None
+
+    @property
+    def user(self) -> Any:
+        """The :class:`atoll.User` a synced realm syncs for; None for a local realm."""
+        return None if self._sync is None else self._sync.user
+
+    @property
+    def subscriptions(self) -> Any:
+        """The subscription set of a flexible-sync realm (:class:`atoll.SubscriptionSet`)::
+
+            with realm.subscriptions.update() as subs:
+                subs.add("big", "Task", "priority > $0", 5)
+            realm.subscriptions.wait()
+
+        InvalidArgumentError for a local realm, ClosedError once the realm is closed."""
+        from .sync import SubscriptionSet
+        self._h()
+        return SubscriptionSet(self, self._synced_state())
+
+    @property
+    def sync_session(self) -> Any:
+        """The :class:`atoll.SyncSession` of a synced realm: its state, pause / resume and
+        the waits for upload and download. InvalidArgumentError for a local realm."""
+        self._h()
+        return self._synced_state().session(self)
+
+    def _synced_state(self) -> Any:
+        if self._sync is None:
+            raise InvalidArgumentError(
+                "the realm is not synced (open it with atoll.open_synced or atoll.async_open)",
+                _ffi.ATOLL_ERR_INVALID_ARGUMENT)
+        return self._sync
+
+    def write_copy_synced(self, config: Union[PathLike, Mapping[str, Any]],
+                          user: Any = None, **sync_options: Any) -> None:
+        """Copies this realm's data between local and synced (Realm's
+        ``writeCopy(configuration:)``; :meth:`write_copy` is the plain file copy).
+
+        With a ``user``: into a new synced realm at ``config`` (a path or a mapping of
+        :data:`CONFIG_KEYS`), synced as ``sync_options`` say (the keyword arguments of
+        :func:`atoll.open_synced`: ``mode``, ``partition_value``, ``initial_subscriptions``...).
+        The objects are written anew, so they are uploaded when the copy is opened with
+        :func:`atoll.open_synced`. Without a user: out as a local realm, without the sync
+        metadata, which :func:`atoll.open` opens as a plain realm.
+
+        InvalidArgumentError when the target has objects already, FileError, and the errors of
+        opening the target."""
+        from .sync import write_copy_synced
+        write_copy_synced(self, config, user, **sync_options)
 
     # MARK: Results bookkeeping
 
