@@ -5,8 +5,10 @@
 #                library, the C examples and tests, and the atoll command as build/bin/atoll)
 #   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli, tests/net)
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
-#                temporary directory, and the atoll command on one of them
-#   make bench   deps, then bench/run (storage) and bench/net/run (network); make bench-net: network only
+#                temporary directory, the atoll command on one of them, and the sync demo: an
+#                atoll-server with a C, a Python and a Swift host as three users
+#   make bench   deps, then bench/run (storage), bench/net/run (network), bench/sync (sync);
+#                make bench-net, make bench-sync: one of them
 #   make memcheck-net   tests/net with the servers under valgrind
 #   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
 #   make clean   removes build/ and .build/ (distclean also removes .venv)
@@ -40,11 +42,13 @@ PYTHON_TESTS := bindings/python/tests
 # AtollNet against outside peers (Python's websockets, curl, raw sockets), through atoll-net-peer.
 NET_TESTS := tests/net
 ATOLL_NET_PEER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-net-peer
+# The sync server, for the sync tests (C, Python) and the demo.
+ATOLL_SERVER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-server
 # The atoll command's tests run the staged program (SwiftPM's atoll-cli, named as installed).
 CLI_TESTS := tests/cli
 ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
 
-.PHONY: deps build test demo bench bench-net memcheck-net install clean distclean
+.PHONY: deps build test demo bench bench-net bench-sync memcheck-net install clean distclean
 
 deps:
 	@missing=""; \
@@ -86,9 +90,9 @@ test: deps build
 	echo "== swift test"; \
 	$(SWIFT) test || failed="$$failed swift-test"; \
 	echo "== ctest ($(BUILD_DIR))"; \
-	(cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)) || failed="$$failed ctest"; \
+	(cd $(BUILD_DIR) && ATOLL_SERVER=$(ATOLL_SERVER) ctest --output-on-failure -j $(JOBS)) || failed="$$failed ctest"; \
 	echo "== pytest $(PYTHON_TESTS) $(CLI_TESTS) (ATOLL_LIBRARY=$(LIBATOLL), ATOLL_CLI=$(ATOLL_CLI))"; \
-	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_CLI=$(ATOLL_CLI) $(VENV)/bin/pytest -q $(PYTHON_TESTS) $(CLI_TESTS) \
+	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_CLI=$(ATOLL_CLI) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(PYTHON_TESTS) $(CLI_TESTS) \
 	    || failed="$$failed pytest"; \
 	echo "== pytest $(NET_TESTS) (ATOLL_NET_PEER=$(ATOLL_NET_PEER))"; \
 	ATOLL_NET_PEER=$(ATOLL_NET_PEER) $(VENV)/bin/pytest -q $(NET_TESTS) || failed="$$failed net-tests"; \
@@ -113,11 +117,23 @@ demo: deps build
 	echo; \
 	echo "== the atoll command on $$tmp/quickstart-py.realm"; \
 	$(BUILD_DIR)/bin/atoll query "$$tmp/quickstart-py.realm" Dog 'age > $$0 SORT(age DESC)' '[4]'; \
-	$(BUILD_DIR)/bin/atoll info "$$tmp/quickstart-py.realm"
+	$(BUILD_DIR)/bin/atoll info "$$tmp/quickstart-py.realm"; \
+	echo; \
+	echo "== sync: atoll-server and three hosts (examples/sync-demo.sh)"; \
+	ATOLL_LIBRARY=$(LIBATOLL) PYTHONPATH=$(CURDIR)/bindings/python/src$${PYTHONPATH:+:$$PYTHONPATH} \
+	    examples/sync-demo.sh "$$tmp" $(ATOLL_SERVER) $(BUILD_DIR)/examples/sync_demo $(VENV)/bin/python \
+	    .build/$(SWIFT_CONFIG)/atoll-sync-example
 
 bench: deps
 	ATOLL_LIBRARY=$(LIBATOLL) SWIFT_CONFIG=$(SWIFT_CONFIG) ./bench/run
 	./bench/net/run
+	$(MAKE) bench-sync
+
+# The sync benchmark alone (bench/sync: commit-to-observer latency, upload and fan-out
+# throughput, bootstrap), 3 runs; BENCH_SYNC_N objects (default 100,000).
+bench-sync: deps
+	$(SWIFT) build -c release --product atoll-sync-bench
+	for i in 1 2 3; do .build/release/atoll-sync-bench; done
 
 # The network benchmark alone (bench/net/run: 1,000 WebSockets, echo load, HTTP with wrk).
 bench-net: deps

@@ -65,6 +65,8 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-Xlinker", "-rpath=$ORIGIN/../lib"])]
         ),
         .executableTarget(name: "atoll-swift-example", dependencies: ["Atoll"], path: "examples/swift"),
+        // The Swift host of `make demo`'s sync demo (with examples/sync_demo.c and .py).
+        .executableTarget(name: "atoll-sync-example", dependencies: ["Atoll"], path: "examples/sync-swift"),
         // AtollNet as a process, for the tests against outside peers (tests/net) and bench/net.
         .executableTarget(name: "atoll-net-peer", dependencies: ["AtollNet", "COpenSSL"], path: "tests/net/peer"),
         .target(name: "AtollBenchSupport", path: "bench/support"),

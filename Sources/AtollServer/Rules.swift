@@ -42,6 +42,8 @@ public struct RuleFilter: Sendable, Hashable {
     /// What the arguments `$0…` of the query stand for, in order.
     enum Argument: Sendable, Hashable { case user(String), constant(Value) }
     var arguments: [Argument] = []
+    /// The filter as the config wrote it (for messages).
+    public var source = ""
 
     public static let always = RuleFilter(kind: .always)
     public static let never = RuleFilter(kind: .never)
@@ -72,6 +74,7 @@ public struct RuleFilter: Sendable, Hashable {
             return ("$\(paths.count - 1)", j)
         }
         self.init(kind: .query(out), arguments: paths.map { .user($0) })
+        source = trimmed
     }
 
     /// The filter's query and arguments for one user.
@@ -270,7 +273,9 @@ extension Rules {
         }
         let text = try clause(value)
         if text == "TRUEPREDICATE" { return .always }
-        return RuleFilter(kind: .query(text), arguments: arguments)
+        var filter = RuleFilter(kind: .query(text), arguments: arguments)
+        filter.source = Wire.encode(value)
+        return filter
     }
 }
 
@@ -282,8 +287,10 @@ extension RuleFilter {
         case (.always, _): return other
         case (_, .always): return self
         case (.query(let a), .query(let b)):
-            return RuleFilter(kind: .query("(\(a)) AND (\(QueryText.shiftArguments(b, by: arguments.count)))"),
-                              arguments: arguments + other.arguments)
+            var both = RuleFilter(kind: .query("(\(a)) AND (\(QueryText.shiftArguments(b, by: arguments.count)))"),
+                                  arguments: arguments + other.arguments)
+            both.source = "(\(source)) AND (\(other.source))"
+            return both
         }
     }
 }

@@ -589,7 +589,7 @@ final class SyncApp: @unchecked Sendable {
         case .query(let text):
             let args = role.write.bound(to: s.user)?.arguments ?? []
             let passing = try matching(cls, ViewQuery(text: text, arguments: args), among: keys)
-            for k in allowed where !passing.contains(k) { out[k] = "write not allowed by the role '\(role.name)' (\(text))" }
+            for k in allowed where !passing.contains(k) { out[k] = "write not allowed by the role '\(role.name)' (\(role.write.source))" }
             allowed = allowed.intersection(passing)
         }
         guard let view = s.views[cls] else {

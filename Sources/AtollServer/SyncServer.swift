@@ -54,10 +54,13 @@ final class SyncConnection: @unchecked Sendable {
     func send(_ value: Value) { send(text: Wire.encode(value)) }
 
     func send(text: String) {
-        do { try socket.send(text) } catch {
+        do { try socket.send(text) } catch NetError.queueFull(_) {
             // A client that does not read its downloads is dropped; it resumes from its cursor.
-            app.log.warning("dropping a connection that does not keep up", ["user": user.id, "error": "\(error)"])
+            app.log.warning("dropping a connection that does not keep up", ["user": user.id])
             socket.close(code: 1008, reason: "too far behind")
+        } catch {
+            // The connection is closing: the client resumes from its cursor when it comes back.
+            app.log.debug("a message to a closing connection was dropped", ["user": user.id, "error": "\(error)"])
         }
     }
 
