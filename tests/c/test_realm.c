@@ -65,10 +65,12 @@ static void test_status_names(void) {
         "ATOLL_ERR_ALREADY_IN_WRITE", "ATOLL_ERR_FILE", "ATOLL_ERR_CLOSED", "ATOLL_ERR_READ_ONLY",
         "ATOLL_ERR_BUSY", "ATOLL_ERR_NO_SUCH_CLASS", "ATOLL_ERR_NO_SUCH_PROPERTY",
         "ATOLL_ERR_TYPE_MISMATCH", "ATOLL_ERR_MISSING_VALUE", "ATOLL_ERR_INTERNAL", "ATOLL_ERR_MIGRATION",
+        "ATOLL_ERR_AUTH", "ATOLL_ERR_TIMEOUT", "ATOLL_ERR_NETWORK", "ATOLL_ERR_SUBSCRIPTION_EXISTS",
+        "ATOLL_ERR_SUBSCRIPTION", "ATOLL_ERR_SYNC",
     };
-    for (int code = 0; code <= ATOLL_ERR_MIGRATION; code++) CHECK_STR(atoll_status_name(code), names[code]);
+    for (int code = 0; code <= ATOLL_ERR_SYNC; code++) CHECK_STR(atoll_status_name(code), names[code]);
     CHECK_STR(atoll_status_name(ATOLL_ERR_NOT_FOUND), "ATOLL_ERR_NOT_FOUND");
-    CHECK(atoll_status_name(ATOLL_ERR_MIGRATION + 1) == NULL);
+    CHECK(atoll_status_name(ATOLL_ERR_SYNC + 1) == NULL);
     CHECK(atoll_status_name(-1) == NULL);
     CHECK(atoll_status_name(1000000) == NULL);
 }
