@@ -38,7 +38,7 @@ final class IntegratorTests: XCTestCase {
     func integrate(_ store: Store, _ clock: Clock, _ instructions: [SyncInstruction],
                    mayWrite: @escaping (ObjectID, Document?) throws -> String? = { _, _ in nil }) throws -> Integration {
         try store.write {
-            try Integrator(store: store, mayWrite: mayWrite).integrate(SyncChangeset(clock: clock, instructions: instructions))
+            try Integrator(store: store, mayWriteObject: mayWrite).integrate(SyncChangeset(clock: clock, instructions: instructions))
         }
     }
 
