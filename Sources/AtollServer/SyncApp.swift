@@ -57,6 +57,9 @@ final class SyncApp: @unchecked Sendable {
     private(set) var store: Store
     private(set) var latestVersion: UInt64 = 0
     private var sessions: [ObjectIdentifier: [Int64: Session]] = [:]
+    /// Session numbers whose bind failed, per connection: messages the client sent for them
+    /// before it learned of the failure (its query, its uploads) are dropped, not an error.
+    private var failedBinds: [ObjectIdentifier: Set<Int64>] = [:]
     /// Largest download message, in bytes of instructions (a bootstrap or catch-up is split).
     var maxDownloadBytes = 1 << 20
 
@@ -105,6 +108,7 @@ final class SyncApp: @unchecked Sendable {
 
     func connectionClosed(_ connection: SyncConnection) {
         queue.async { [self] in
+            failedBinds[ObjectIdentifier(connection)] = nil
             let gone = sessions.removeValue(forKey: ObjectIdentifier(connection))?.count ?? 0
             metrics.update { $0.sessions -= gone }
         }
@@ -114,6 +118,7 @@ final class SyncApp: @unchecked Sendable {
     func handle(_ message: Fields, from connection: SyncConnection) {
         let type = (try? message.string("type")) ?? ""
         let sessionNumber = try? message.int("session")
+        if type != "bind", let n = sessionNumber, failedBinds[ObjectIdentifier(connection)]?.contains(n) == true { return }
         do {
             switch type {
             case "ping":
@@ -139,6 +144,10 @@ final class SyncApp: @unchecked Sendable {
             }
         } catch var error as SyncErrorMessage {
             if error.session == nil, error.code != .badMessage { error.session = sessionNumber }
+            if type == "bind", let n = sessionNumber, error.code != .badMessage,
+               sessions[ObjectIdentifier(connection)]?[n] == nil {
+                failedBinds[ObjectIdentifier(connection), default: []].insert(n)
+            }
             fail(connection, error)
         } catch let error as ProtocolError {
             fail(connection, SyncErrorMessage(.badMessage, error.message))
@@ -170,6 +179,7 @@ final class SyncApp: @unchecked Sendable {
         guard sessions[ObjectIdentifier(connection)]?[number] == nil else {
             throw SyncErrorMessage(.badMessage, "session \(number) is bound already")
         }
+        failedBinds[ObjectIdentifier(connection)]?.remove(number)
         let s = Session(number: number, connection: connection)
         let mode = try m.optionalString("mode") ?? "flexible"
         switch mode {
@@ -673,6 +683,11 @@ final class SyncApp: @unchecked Sendable {
                         s.inView[cls, default: []].insert(key)
                     } else if held {
                         out += texts(id)
+                    } else if byObject[id]?.first?.op == .create {
+                        // Created by this changeset (a create is an effect only when it made the
+                        // object): its instructions are the whole object.
+                        out += texts(id)
+                        s.inView[cls, default: []].insert(key)
                     } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
                         if metas[cls] == nil { metas[cls] = try ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? []) }
                         out.append(Wire.encode(metas[cls]!.upsert(cls, id.primaryKey, key, doc).wireValue))

@@ -34,7 +34,7 @@ final class SyncFixture: @unchecked Sendable {
     private let lock = NSLock()
     private var stopped = false
 
-    init(directory: URL, config: String?) throws {
+    init(directory: URL, config: String?, port: Int = 0) throws {
         self.directory = directory
         var configuration = ServerConfiguration()
         if let config {
@@ -42,7 +42,7 @@ final class SyncFixture: @unchecked Sendable {
             try config.write(toFile: file, atomically: true, encoding: .utf8)
             configuration = try ServerConfiguration(file: file)
         }
-        configuration.port = 0
+        configuration.port = port
         configuration.dataDirectory = directory.appendingPathComponent("server").path
         configuration.logLevel = .error
         server = try SyncServer(configuration: configuration)
@@ -497,6 +497,50 @@ final class SyncTests: XCTestCase {
             try await bobSession.wait(for: .download)
             XCTAssertEqual(names(bobRealm.objects(Todo.self)), ["written offline"])
         }
+    }
+
+    func testClientResetRecoversUnsyncedChanges() async throws {
+        let directory = URL(fileURLWithPath: temporaryRealmPath()).deletingLastPathComponent()
+        let first = try SyncFixture(directory: directory, config: nil)
+        let app = first.app("device")
+        let ann = try await app.login(credentials: .anonymous)
+        let calls = Collector<String>()
+        var config = ann.flexibleSyncConfiguration(
+            clientResetMode: .recoverUnsyncedChanges(beforeReset: { _ in calls.append("before") },
+                                                     afterReset: { _, _ in calls.append("after") }),
+            initialSubscriptions: { subs in subs.append(QuerySubscription<Todo>(name: "all")) })
+        config.objectTypes = [Todo.self]
+        let realm = try await Realm(configuration: config, downloadBeforeOpen: .always)
+        let session = try XCTUnwrap(realm.syncSession)
+        try realm.write { realm.add(Todo("synced", owner: ann.id)) }
+        try await session.wait(for: .upload)
+        session.pause()
+        try realm.write { realm.add(Todo("unsynced", owner: ann.id)) }
+
+        // The server comes back on the same port without its data (its users kept).
+        let port = first.server.port
+        await first.stop()
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("server/default/data.realm"))
+        let second = try SyncFixture(directory: directory, config: nil, port: port)
+        do {
+            session.resume()
+            let deadline = Date().addingTimeInterval(15)
+            while names(realm.objects(Todo.self)) != ["unsynced"], Date() < deadline {
+                try await session.wait(for: .download)
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            // The server's state (which lost "synced"), plus the change that was not uploaded.
+            XCTAssertEqual(names(realm.objects(Todo.self)), ["unsynced"])
+            XCTAssertEqual(calls.all, ["before", "after"])
+            try await session.wait(for: .upload)
+            let bob = try await second.app("other").login(credentials: .anonymous)
+            let other = try await second.openAll(bob)
+            XCTAssertEqual(names(other.objects(Todo.self)), ["unsynced"])
+        } catch {
+            await second.stop()
+            throw error
+        }
+        await second.stop()
     }
 
     func testTwoUsersSeeEachOthersWritesLive() async throws {

@@ -34,11 +34,12 @@ typedef struct server {
     char dir[512];
 } server_t;
 
-/* Starts atoll-server on a free port (with a config, if given); false when it cannot. */
-static bool server_start(server_t *s, const char *config) {
+/* Starts atoll-server on a free port with its data in `dir` (with a config, if given); false
+ * when it cannot. */
+static bool server_start_in(server_t *s, const char *config, const char *dir) {
     const char *binary = getenv("ATOLL_SERVER");
     if (binary == NULL) binary = ATOLL_SERVER_DEFAULT;
-    snprintf(s->dir, sizeof s->dir, "%s", atoll_tmp_realm_path("server"));
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
     char config_path[600] = "";
     if (config != NULL) {
         snprintf(config_path, sizeof config_path, "%s.json", s->dir);
@@ -92,6 +93,11 @@ static bool server_start(server_t *s, const char *config) {
     }
     snprintf(s->url, sizeof s->url, "%s", line + strlen(prefix));
     return true;
+}
+
+/* Starts atoll-server with a fresh data directory. */
+static bool server_start(server_t *s, const char *config) {
+    return server_start_in(s, config, atoll_tmp_realm_path("server"));
 }
 
 static void server_stop(server_t *s) {
@@ -434,6 +440,87 @@ static void test_async_open_and_timeouts(void) {
     atoll_app_free(app);
 }
 
+/* MARK: - Client reset */
+
+static void test_client_reset_recovers_unsynced_changes(void) {
+    server_t s = {0};
+    if (!server_start(&s, NULL)) return;
+    atoll_app_t *app = new_app("default", s.url, "reset");
+    atoll_user_t *user = login_anonymous(app);
+    const char *path = atoll_tmp_realm_path("reset");
+    char config[4096];
+    snprintf(config, sizeof config, "{\"path\": \"%s\", \"schema\": %s, \"sync\": {%s, \"clientResetMode\": \"recoverUnsyncedChanges\"}}",
+             path, J(TASKS), ALL_TASKS);
+    atoll_realm_t *r = atoll_realm_open_synced(user, config);
+    if (!CHECK(r != NULL)) return;
+    write_task(r, "{'_id': 'synced'}");
+    atoll_sync_session_t *session = atoll_realm_sync_session(r);
+    CHECK(atoll_sync_session_wait_for_upload(session, 10000));
+    CHECK(atoll_sync_session_pause(session));
+    write_task(r, "{'_id': 'unsynced'}");
+    atoll_sync_session_free(session);
+    atoll_realm_close(r);
+
+    /* The server loses its data (not its users): the client's file is unknown to it. */
+    server_stop(&s);
+    char data[700];
+    snprintf(data, sizeof data, "%s/default/data.realm", s.dir);
+    CHECK(unlink(data) == 0);
+    char old_dir[512];
+    snprintf(old_dir, sizeof old_dir, "%s", s.dir);
+    /* Started again on the same data directory (a new port). */
+    server_t again = {0};
+    if (!server_start_in(&again, NULL, old_dir)) return;
+    atoll_app_t *app2 = new_app("default", again.url, "reset");
+    atoll_user_t *kept = atoll_app_current_user(app2);
+    CHECK(kept != NULL);
+    errors_t errors = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+    atoll_token_t *token = atoll_app_observe_errors(app2, on_error, &errors, NULL);
+    r = atoll_realm_open_synced(kept, config);
+    CHECK_OK();
+    if (r != NULL) {
+        /* The reset happened (or is happening): wait until the recovered change is on the server. */
+        atoll_sync_session_t *s2 = atoll_realm_sync_session(r);
+        for (int i = 0; i < 100; i++) {
+            atoll_sync_session_wait_for_upload(s2, 2000);
+            atoll_sync_session_wait_for_download(s2, 2000);
+            atoll_realm_refresh(r);
+            json_t *u = GET(r, "Task", "\"unsynced\"");
+            bool there = u != NULL;
+            json_decref(u);
+            if (there) break;
+            atoll_sleep_ms(50);
+        }
+        json_t *u = GET(r, "Task", "\"unsynced\"");
+        CHECK(u != NULL);
+        json_decref(u);
+        json_t *gone = GET(r, "Task", "\"synced\"");
+        CHECK(gone == NULL);                /* the server lost it; the reset follows the server */
+        json_decref(gone);
+        atoll_sync_session_free(s2);
+        /* Another client sees the recovered change. */
+        atoll_app_t *other_app = new_app("default", again.url, "reset-other");
+        atoll_user_t *other = login_anonymous(other_app);
+        atoll_realm_t *o = open_synced(other, "reset-other", ALL_TASKS);
+        if (CHECK(o != NULL)) {
+            json_t *seen = GET(o, "Task", "\"unsynced\"");
+            CHECK(seen != NULL);
+            json_decref(seen);
+        }
+        atoll_realm_close(o);
+        atoll_user_free(other);
+        atoll_app_free(other_app);
+    }
+    atoll_token_free(token);
+    CHECK(errors.count > 0);                /* the clientReset error was reported */
+    atoll_realm_close(r);
+    atoll_user_free(kept);
+    atoll_user_free(user);
+    atoll_app_free(app2);
+    atoll_app_free(app);
+    server_stop(&again);
+}
+
 /* MARK: - Bad input */
 
 static void test_bad_input(void) {
@@ -501,6 +588,7 @@ static const atoll_test_t tests[] = {
     ATOLL_TEST(test_partition_sync),
     ATOLL_TEST(test_subscriptions),
     ATOLL_TEST(test_async_open_and_timeouts),
+    ATOLL_TEST(test_client_reset_recovers_unsynced_changes),
     ATOLL_TEST(test_bad_input),
 };
 

@@ -663,6 +663,51 @@ def test_raw_async_open_freed_while_connecting_lets_go_of_the_file(server: Serve
     assert got[1] is True, f"the file stayed open after atoll_async_open_free (states {got[2]})"
 
 
+# MARK: - Client reset
+
+def test_client_reset_recovers_unsynced_changes(tmp_path: Path) -> None:
+    first = start_server(tmp_path)
+    try:
+        app, ann = anonymous(first, tmp_path, "ann")
+        with open_all(ann, tmp_path / "ann.realm", client_reset_mode="recoverUnsyncedChanges") as realm:
+            with realm.write():
+                realm.create("Task", task("synced", 1))
+            realm.sync_session.wait_for_upload(timeout=10)
+            realm.sync_session.pause()
+            with realm.write():
+                realm.create("Task", task("unsynced", 2))
+    finally:
+        first.stop()
+    # The server comes back without its data (its users kept): it does not know the file.
+    (tmp_path / "server-data" / "default" / "data.realm").unlink()
+    second = start_server(tmp_path)
+    try:
+        app2 = new_app(second, tmp_path, "ann")           # the same users file, the new server
+        kept = app2.current_user
+        assert kept is not None and kept.id == ann.id
+        events: List[Any] = []
+        token = app2.on_error(events.append)
+        with atoll.open_synced(kept, tmp_path / "ann.realm", schema=SCHEMA, initial_subscriptions=[ALL],
+                               client_reset_mode="recoverUnsyncedChanges") as realm:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                realm.sync_session.wait_for_upload(timeout=5)
+                download(realm)
+                if ids(realm) == ["unsynced"]:
+                    break
+                time.sleep(0.05)
+            # The server's state (which lost "synced") plus the recovered change.
+            assert ids(realm) == ["unsynced"]
+        assert any(e.code == "clientReset" for e in events)
+        token.cancel()
+        _, bob = anonymous(second, tmp_path, "bob")
+        with open_all(bob, tmp_path / "bob.realm") as other:
+            download(other)
+            assert ids(other) == ["unsynced"]
+    finally:
+        second.stop()
+
+
 # MARK: - Copies
 
 def test_write_copy_synced_both_ways(server: Server, tmp_path: Path) -> None:
