@@ -556,15 +556,18 @@ final class SyncApp: @unchecked Sendable {
             let started = DispatchTime.now().uptimeNanoseconds
             var result = Integration()
             var version = latestVersion
+            var historyText: String?
             try store.write {
                 result = try Integrator(store: store, mayWrite: { [self] cls, keys in try self.mayWrite(s, cls, keys) }).integrate(cs)
                 if !result.effects.isEmpty {
                     version = latestVersion + 1
                     let effects = SyncChangeset(serverVersion: version, clock: cs.clock, instructions: result.effects)
+                    let text = Wire.encode(effects.wireValue)
+                    historyText = text
                     try store.withMetadata { sql in
                         try sql.execute("INSERT INTO _atoll_sync_history VALUES (?, ?, ?, ?, ?, ?, ?)",
                                         [.int(Int64(version)), .int(s.file), .int(Int64(cs.clientVersion)), .string(cs.clock.description),
-                                         .string(s.user.id), .int(Int64(Date().timeIntervalSince1970 * 1000)), .string(Wire.encode(effects.wireValue))])
+                                         .string(s.user.id), .int(Int64(Date().timeIntervalSince1970 * 1000)), .string(text)])
                     }
                 }
                 try store.withMetadata { sql in
@@ -579,7 +582,9 @@ final class SyncApp: @unchecked Sendable {
                 metrics.update { $0.rejectedWrites += result.rejected.count }
                 try compensate(s, result.rejected)
             }
-            if !result.effects.isEmpty { try fanOut(result.effects, version: version, clock: cs.clock, origin: s) }
+            if !result.effects.isEmpty {
+                try fanOut(result.effects, version: version, clock: cs.clock, origin: s, changesetText: historyText)
+            }
         }
         s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
     }
@@ -634,7 +639,8 @@ final class SyncApp: @unchecked Sendable {
     }
 
     /// Sends each ready session what one integrated changeset changed in its view.
-    private func fanOut(_ effects: [SyncInstruction], version: UInt64, clock: Clock, origin: Session) throws {
+    private func fanOut(_ effects: [SyncInstruction], version: UInt64, clock: Clock, origin: Session,
+                        changesetText: String? = nil) throws {
         var order = [ObjectID]()
         var byObject = [ObjectID: [SyncInstruction]]()
         for ins in effects {
@@ -660,7 +666,9 @@ final class SyncApp: @unchecked Sendable {
         }
         for s in sessions.values.flatMap(\.values) where s.ready {
             let isOrigin = s === origin
-            var out = [String]()
+            // What the session gets: objects' instructions as integrated, or other texts.
+            var out = [Piece]()
+            var whole = 0
             for id in order {
                 let cls = id.className
                 let key = keyText(id.primaryKey)
@@ -669,7 +677,7 @@ final class SyncApp: @unchecked Sendable {
                 if live[cls]?.contains(key) != true {
                     if held {
                         s.inView[cls]?.remove(key)
-                        if !isOrigin { out.append(Wire.encode(SyncInstruction(.erase, cls, id.primaryKey).wireValue)) }
+                        if !isOrigin { out.append(.text(Wire.encode(SyncInstruction(.erase, cls, id.primaryKey).wireValue))) }
                     }
                     continue
                 }
@@ -682,26 +690,67 @@ final class SyncApp: @unchecked Sendable {
                     if isOrigin {
                         s.inView[cls, default: []].insert(key)
                     } else if held {
-                        out += texts(id)
+                        out.append(.integrated(id))
+                        whole += 1
                     } else if byObject[id]?.first?.op == .create {
                         // Created by this changeset (a create is an effect only when it made the
                         // object): its instructions are the whole object.
-                        out += texts(id)
+                        out.append(.integrated(id))
+                        whole += 1
                         s.inView[cls, default: []].insert(key)
                     } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
                         if metas[cls] == nil { metas[cls] = try ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? []) }
-                        out.append(Wire.encode(metas[cls]!.upsert(cls, id.primaryKey, key, doc).wireValue))
+                        out.append(.text(Wire.encode(metas[cls]!.upsert(cls, id.primaryKey, key, doc).wireValue)))
                         s.inView[cls, default: []].insert(key)
                     }
                 } else if held {
                     s.inView[cls]?.remove(key)
-                    out.append(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue))
+                    out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
                 }
             }
-            if !out.isEmpty {
-                send(s, serverVersion: version, clock: clock, instructions: out)
-                s.downloadCursor = version
+            guard !out.isEmpty else { continue }
+            if whole == order.count, let changesetText, changesetText.utf8.count <= maxDownloadBytes {
+                // Everything, as integrated: the history's text as it is.
+                sendChangeset(s, serverVersion: version, changesetText)
+            } else {
+                let texts = out.flatMap { piece -> [String] in
+                    switch piece {
+                    case .integrated(let id): return texts(id)
+                    case .text(let t): return [t]
+                    }
+                }
+                // In messages of at most maxDownloadBytes; only the last moves the client's
+                // cursor, so that a cut in between sends the whole again.
+                var batch = [String]()
+                var size = 0
+                for t in texts {
+                    if size + t.utf8.count > maxDownloadBytes, !batch.isEmpty {
+                        send(s, serverVersion: s.downloadCursor, clock: clock, instructions: batch)
+                        batch = []
+                        size = 0
+                    }
+                    batch.append(t)
+                    size += t.utf8.count
+                }
+                send(s, serverVersion: version, clock: clock, instructions: batch)
             }
+            s.downloadCursor = version
+        }
+    }
+
+    /// A part of a session's download: an object's instructions as integrated, or a text.
+    private enum Piece {
+        case integrated(ObjectID)
+        case text(String)
+    }
+
+    /// Sends one `download` of one whole changeset text.
+    private func sendChangeset(_ s: Session, serverVersion: UInt64, _ changesetText: String) {
+        let text = "{\"type\":\"download\",\"session\":\(s.number),\"serverVersion\":\(serverVersion),\"changesets\":[" + changesetText + "]}"
+        s.connection.send(text: text)
+        metrics.update { c in
+            c.downloads += 1
+            c.downloadBytes += text.utf8.count
         }
     }
 }

@@ -442,7 +442,9 @@ public final class SyncSession: @unchecked Sendable {
         let translator = Translator(store: store, sql: sql, clock: clock)
         for entry in entries where !applied.contains(entry.version) {
             guard let cs = try translator.translate(entry) else { continue }
-            let text = Wire.encode(cs.wireValue)
+            // Stored ready to send: one changeset text, or its parts (one per line) when it is
+            // larger than a message should be.
+            let text = Self.parts(of: cs).joined(separator: "\n")
             try sql.execute("INSERT OR REPLACE INTO _atoll_sync_pending VALUES (?, ?, ?)",
                             [.int(Int64(entry.version)), .string(text), .int(Int64(text.utf8.count))])
         }
@@ -460,7 +462,12 @@ public final class SyncSession: @unchecked Sendable {
                 guard case .string(let text) = row[0] else { continue }
                 if !out.isEmpty, bytes + (row[1].intValue.map(Int.init) ?? 0) > maxBytes { break }
                 bytes += row[1].intValue.map(Int.init) ?? 0
-                out.append(try SyncChangeset(wire: try EJSON.parse(text)))
+                var whole: SyncChangeset?
+                for part in text.split(separator: "\n") {
+                    let cs = try SyncChangeset(wire: try EJSON.parse(String(part)))
+                    if whole == nil { whole = cs } else { whole?.instructions += cs.instructions }
+                }
+                if let whole { out.append(whole) }
             }
             return out
         }
@@ -486,9 +493,23 @@ public final class SyncSession: @unchecked Sendable {
                 return out
             }
             guard !batch.isEmpty else { return }
-            for part in try Self.uploadMessages(batch.map(\.text)) {
-                connection.send(text: "{\"type\":\"upload\",\"session\":\(number),\"changesets\":[" + part.joined(separator: ",") + "]}")
+            // Small changesets share a message; the parts of a large one go one per message.
+            var group = [String]()
+            func send() {
+                guard !group.isEmpty else { return }
+                connection.send(text: "{\"type\":\"upload\",\"session\":\(number),\"changesets\":[" + group.joined(separator: ",") + "]}")
+                group = []
             }
+            for row in batch {
+                let parts = row.text.split(separator: "\n")
+                if parts.count == 1 { group.append(row.text); continue }
+                send()
+                for part in parts {
+                    group = [String(part)]
+                    send()
+                }
+            }
+            send()
             lastSent = batch.last?.version ?? lastSent
             let total = try store.withMetadata { sql in try sql.rows("SELECT coalesce(sum(bytes), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
             uploadTotal = max(uploadTotal, Int(total))
@@ -498,37 +519,52 @@ public final class SyncSession: @unchecked Sendable {
     /// The largest part of one changeset in one upload message.
     static let partBytes = 4 << 20
 
-    /// Upload messages (each a list of changeset texts) for changesets: a changeset larger than
-    /// `partBytes` is split into parts (`"more": true` on all but the last), each in its own
-    /// message; the server integrates it once the last part is in.
-    static func uploadMessages(_ texts: [String]) throws -> [[String]] {
-        var messages = [[String]]()
-        var current = [String]()
-        for text in texts {
-            guard text.utf8.count > partBytes else { current.append(text); continue }
-            if !current.isEmpty { messages.append(current); current = [] }
-            let cs = try SyncChangeset(wire: try EJSON.parse(text))
-            var part = [SyncInstruction]()
-            var size = 0
-            func emit(more: Bool) {
-                var piece = SyncChangeset(clientVersion: cs.clientVersion, lastServerVersion: cs.lastServerVersion, clock: cs.clock, instructions: part)
-                piece.serverVersion = 0
-                var value = piece.wireValue
-                if more, case .object(var d) = value { d["more"] = .bool(true); value = .object(d) }
-                messages.append([Wire.encode(value)])
-                part = []
-                size = 0
+    /// A changeset's wire text, or (when larger than `partBytes`) the texts of its parts: the
+    /// same `clientVersion` and clock, `"more": true` on all but the last. Each part is encoded
+    /// once; a part that comes out too large is halved.
+    static func parts(of cs: SyncChangeset) -> [String] {
+        func encode(_ slice: ArraySlice<SyncInstruction>, more: Bool) -> String {
+            var piece = cs
+            piece.instructions = Array(slice)
+            var value = piece.wireValue
+            if more, case .object(var d) = value {
+                d["more"] = .bool(true)
+                value = .object(d)
             }
-            for ins in cs.instructions {
-                let bytes = Wire.encode(ins.wireValue).utf8.count
-                if size + bytes > partBytes, !part.isEmpty { emit(more: true) }
-                part.append(ins)
-                size += bytes
-            }
-            emit(more: false)
+            return Wire.encode(value)
         }
-        if !current.isEmpty { messages.append(current) }
-        return messages
+        let whole = cs.instructions[...]
+        // About 100 bytes an instruction: a first guess of the part size, corrected below.
+        let perPart = max(1, partBytes / 100)
+        if whole.count <= perPart {
+            let text = encode(whole, more: false)
+            if text.utf8.count <= partBytes || whole.count == 1 { return [text] }
+        }
+        var out = [String]()
+        var pending = [whole]
+        var chunks = [ArraySlice<SyncInstruction>]()
+        while let next = pending.popLast() {
+            if next.count > perPart {
+                let mid = next.startIndex + next.count / 2
+                pending.append(next[mid...])
+                pending.append(next[..<mid])
+            } else {
+                chunks.append(next)
+            }
+        }
+        var i = 0
+        while i < chunks.count {
+            let chunk = chunks[i]
+            let text = encode(chunk, more: i < chunks.count - 1)
+            if text.utf8.count > partBytes, chunk.count > 1 {
+                let mid = chunk.startIndex + chunk.count / 2
+                chunks.replaceSubrange(i...i, with: [chunk[..<mid], chunk[mid...]])
+                continue
+            }
+            out.append(text)
+            i += 1
+        }
+        return out
     }
 
     private func acknowledge(_ version: UInt64) throws {

@@ -3,7 +3,7 @@ import AtollNet
 import AtollProtocol
 import AtollServer
 import AtollStore
-import AtollSync
+@testable import AtollSync
 import CJansson
 import Foundation
 import XCTest
@@ -379,4 +379,52 @@ final class ErrorLog: @unchecked Sendable {
     private var errors: [SyncError] = []
     func add(_ e: SyncError) { lock.withLock { errors.append(e) } }
     var all: [SyncError] { lock.withLock { errors } }
+}
+
+/// Changesets larger than a message: uploaded in parts, integrated whole, downloaded in batches.
+final class LargeChangesetTests: XCTestCase {
+    func testPartsReassembleToTheChangeset() throws {
+        let big = SyncChangeset(clientVersion: 7, clock: Clock(milliseconds: 5, node: 3), instructions: (0..<60_000).map { i in
+            SyncInstruction(.set, "Task", .string("t\(i % 100)"), path: [.key("name")], value: .string(String(repeating: "x", count: 60)))
+        })
+        let parts = SyncSession.parts(of: big)
+        XCTAssertGreaterThan(parts.count, 1)
+        var joined = [SyncInstruction]()
+        for (i, text) in parts.enumerated() {
+            XCTAssertLessThanOrEqual(text.utf8.count, SyncSession.partBytes)
+            let value = try EJSON.parse(text)
+            guard case .object(let d) = value else { return XCTFail("not an object") }
+            XCTAssertEqual(d["more"], i < parts.count - 1 ? Value.bool(true) : nil)
+            let cs = try SyncChangeset(wire: value)
+            XCTAssertEqual(cs.clientVersion, 7)
+            XCTAssertEqual(cs.clock, big.clock)
+            joined += cs.instructions
+        }
+        XCTAssertEqual(joined, big.instructions)
+        XCTAssertEqual(SyncSession.parts(of: SyncChangeset(clock: big.clock, instructions: Array(big.instructions.prefix(3)))).count, 1)
+    }
+
+    func testALargeTransactionReachesTheOtherClient() throws {
+        let h = try SyncHarness()
+        let appA = try h.app("a"), appB = try h.app("b")
+        let ann = try blocking { try await appA.login(.anonymous) }
+        let bob = try blocking { try await appB.login(.anonymous) }
+        let all = [QuerySubscription(name: "all", className: "Task")]
+        let (sa, a) = try h.open(ann, "a.realm", subscriptions: all)
+        let (sb, b) = try h.open(bob, "b.realm", subscriptions: all)
+        defer { sa.release(); sb.release() }
+        try sa.waitForInitialDownload(timeout: 30)
+        try sb.waitForInitialDownload(timeout: 30)
+        let n = 20_000
+        try a.write {
+            _ = try a.createMany("Task", (0..<n).map { i in
+                ["_id": .string("t\(i)"), "name": .string(String(repeating: "n", count: 100)), "priority": .int(Int64(i))]
+            })
+        }
+        try sa.waitForUpload(timeout: 120)
+        try sb.waitForDownload(timeout: 120)
+        _ = try b.refresh()
+        XCTAssertEqual(try b.objects("Task").count(), n)
+        XCTAssertEqual(try b.object("Task", primaryKey: .string("t\(n - 1)"))?["priority"], .int(Int64(n - 1)))
+    }
 }
