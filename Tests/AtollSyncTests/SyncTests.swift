@@ -428,3 +428,34 @@ final class LargeChangesetTests: XCTestCase {
         XCTAssertEqual(try b.object("Task", primaryKey: .string("t\(n - 1)"))?["priority"], .int(Int64(n - 1)))
     }
 }
+
+/// Access tokens: refreshed before they expire, and after the server refuses one.
+final class TokenTests: XCTestCase {
+    func testExpiringAndRefusedTokensAreRefreshed() throws {
+        // Access tokens live 5 s here: every use is within a minute of expiry, so each refreshes.
+        let h = try SyncHarness(config: #"{"apps": [{"id": "short", "developmentMode": true, "auth": {"accessTokenLifetime": 5}}, {"id": "default", "developmentMode": true}]}"#)
+        let shortApp = try h.app("s", appId: "short")
+        let shortUser = try blocking { try await shortApp.login(.anonymous) }
+        let first = shortUser.accessToken
+        let refreshed = try blocking { try await shortUser.validAccessToken() }
+        XCTAssertNotEqual(refreshed, first)
+
+        // A token the server refuses (here: its signature tampered, far from expiry) is replaced
+        // through the refresh token: for an app API call, and when the sync connection is refused.
+        let app = try h.app("a")
+        let user = try blocking { try await app.login(.anonymous) }
+        let good = user.accessToken
+        user.update(access: good + "x", refresh: user.refreshToken, state: .loggedIn)
+        XCTAssertEqual(try blocking { try await user.authorizedCall("GET", "/auth/profile") }["user_id"], .string(user.id))
+        XCTAssertNotEqual(user.accessToken, good + "x")
+        user.update(access: user.accessToken + "x", refresh: user.refreshToken, state: .loggedIn)
+        let (session, _) = try h.open(user, "t.realm", subscriptions: [QuerySubscription(name: "all", className: "Task")])
+        defer { session.release() }
+        try session.waitForInitialDownload(timeout: 10)
+        // A refresh token the server no longer honours logs the user out.
+        let refresh = user.refreshToken
+        _ = try blocking { try await app.call("DELETE", "/auth/session", bearer: refresh) }
+        XCTAssertThrowsError(try blocking { try await user.refreshAccessToken() })
+        XCTAssertFalse(user.isLoggedIn)
+    }
+}
