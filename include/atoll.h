@@ -593,6 +593,14 @@ bool atoll_object_delete_j(atoll_realm_t *realm, const char *class_name, struct 
  * ATOLL_ERR_DUPLICATE_PRIMARY_KEY (a linked object given whole that exists), ATOLL_ERR_CLOSED.
  * A failed call changes nothing. */
 
+/** Adds delta to an int property (a counter): the change log records an addInteger, so that
+ *  sync adds concurrent increments up (docs/changelog.md). In a write transaction.
+ *  @return true on success; false with ATOLL_ERR_INVALID_ARGUMENT (not an int property, or one
+ *  that is null; an overflow), ATOLL_ERR_NOT_IN_WRITE, ATOLL_ERR_NO_SUCH_CLASS,
+ *  ATOLL_ERR_NO_SUCH_PROPERTY, ATOLL_ERR_NOT_FOUND, ATOLL_ERR_TYPE_MISMATCH, ATOLL_ERR_CLOSED. */
+bool atoll_object_add_integer(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,
+                              const char *property, int64_t delta);
+
 /** Inserts value_json into a list at index (0...count): the elements from index on move up.
  *  @return true on success; false with the errors above. */
 bool atoll_list_insert(atoll_realm_t *realm, const char *class_name, const char *primary_key_json,

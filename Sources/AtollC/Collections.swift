@@ -102,3 +102,13 @@ public func atoll_dictionary_erase(_ realm: OpaquePointer?, _ className: UnsafeP
         return report(outErased, try s.dictionaryErase(name, primaryKey: pk, property: prop, key: try text(key, "key")))
     }
 }
+
+@_cdecl("atoll_object_add_integer")
+public func atoll_object_add_integer(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
+                                     _ property: UnsafePointer<CChar>?, _ delta: Int64) -> Bool {
+    call(false) {
+        let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
+        try s.addInteger(name, primaryKey: pk, property: prop, delta)
+        return true
+    }
+}

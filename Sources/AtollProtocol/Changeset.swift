@@ -6,6 +6,8 @@ public enum SyncOp: String, Sendable, CaseIterable {
     case listInsert, listErase, listSet, listClear
     case setInsert, setErase, setClear
     case dictionarySet, dictionaryErase, dictionaryClear
+    /// A counter: the integer at `path` grows by `value`; concurrent adds add up.
+    case addInteger
     /// Server to client only: the whole object (it entered the view, or a resume).
     case upsert
     /// Server to client only: the object left the view; remove it from the device only.
@@ -14,7 +16,7 @@ public enum SyncOp: String, Sendable, CaseIterable {
     /// Whether the instruction carries a `value`.
     public var carriesValue: Bool {
         switch self {
-        case .set, .listInsert, .listSet, .setInsert, .setErase, .dictionarySet: return true
+        case .set, .listInsert, .listSet, .setInsert, .setErase, .dictionarySet, .addInteger: return true
         default: return false
         }
     }

@@ -27,6 +27,13 @@ enum ServerTables {
         CREATE TABLE IF NOT EXISTS _atoll_sync_lists (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
             elements TEXT NOT NULL, PRIMARY KEY (class, pk, path)) STRICT, WITHOUT ROWID
         """,
+        // Counter adds newer than the field's last set: a set that arrives later with an older
+        // clock than some of them keeps them on top of its value.
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_adds (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
+            clock TEXT NOT NULL, delta INTEGER NOT NULL) STRICT
+        """,
+        "CREATE INDEX IF NOT EXISTS _atoll_sync_adds_field ON _atoll_sync_adds (class, pk, path)",
     ]
 
     static func create(_ store: Store) throws {
@@ -297,6 +304,7 @@ struct Integrator {
                                 [.string(cls), .string(pk), .string(clock.description), .string(clock.description)])
                 try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
                 try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
+                try sql.execute("DELETE FROM _atoll_sync_adds WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
             }
             return true
         case .erase:
@@ -323,6 +331,7 @@ struct Integrator {
                                  .string(newest.description)])
                 try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
                 try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
+                try sql.execute("DELETE FROM _atoll_sync_adds WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
             }
             return true
         case .upsert, .evict:
@@ -351,6 +360,7 @@ struct Integrator {
             guard clock >= newest else { return false }
             try store.apply(set: ins)
             let key = ins.pathKey
+            if ins.path.count == 1 { try reapplyAdds(cls, ins.primaryKey, pk, property, after: clock) }
             try store.withMetadata { sql in
                 // Writes inside this path are older now.
                 try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND path > ? AND path < ?",
@@ -359,6 +369,19 @@ struct Integrator {
                     try sql.execute("INSERT OR REPLACE INTO _atoll_sync_fields VALUES (?, ?, ?, ?, 1)",
                                     [.string(cls), .string(pk), .string(key), .string(clock.description)])
                 }
+            }
+            return true
+        case .addInteger:
+            guard ins.path.count == 1, case .int(let delta)? = ins.value else {
+                throw ProtocolError("addInteger needs a property and an integer value")
+            }
+            // A set newer than the add absorbed it.
+            let written = try fieldClock(cls, pk, property)?.clock ?? base
+            guard clock >= written else { return false }
+            try store.addInteger(cls, primaryKey: ins.primaryKey, property: property, delta)
+            try store.withMetadata { sql in
+                try sql.execute("INSERT INTO _atoll_sync_adds VALUES (?, ?, ?, ?, ?)",
+                                [.string(cls), .string(pk), .string(property), .string(clock.description), .int(delta)])
             }
             return true
         case .listInsert, .listErase, .listSet, .listClear:
@@ -500,6 +523,7 @@ struct Integrator {
         if reset.count > 1 {
             let before = try store.object(cls, primaryKey: ins.primaryKey)
             _ = try store.create(cls, reset, update: .modified)
+            for name in reset.keys where name != pkName { try reapplyAdds(cls, ins.primaryKey, pk, name, after: newest) }
             if try store.object(cls, primaryKey: ins.primaryKey) != before { changed = true }
         }
         return changed
@@ -512,6 +536,29 @@ struct Integrator {
             throw AtollError(.noSuchClass, "no class named '\(cls)' in the schema")
         }
         return c.primaryKey
+    }
+
+    /// After a set of a counter at `clock`: the adds newer than the set stay on top of its value
+    /// (as if they had arrived after it); older ones were absorbed and are forgotten.
+    func reapplyAdds(_ cls: String, _ primaryKey: Value, _ pk: String, _ property: String, after clock: Clock) throws {
+        let rows = try store.withMetadata { sql in
+            try sql.rows("SELECT clock, delta FROM _atoll_sync_adds WHERE class = ? AND pk = ? AND path = ?",
+                         [.string(cls), .string(pk), .string(property)])
+        }
+        guard !rows.isEmpty else { return }
+        var newer: Int64 = 0
+        for row in rows {
+            guard case .string(let text) = row[0], let c = Clock(text: text), case .int(let d) = row[1] else { continue }
+            if c > clock { newer = newer &+ d }
+        }
+        if newer != 0 { try store.addInteger(cls, primaryKey: primaryKey, property: property, newer) }
+        try store.withMetadata { sql in
+            let old = rows.compactMap { $0[0].stringValue }.filter { Clock(text: $0).map { $0 <= clock } ?? true }
+            for c in old {
+                try sql.execute("DELETE FROM _atoll_sync_adds WHERE class = ? AND pk = ? AND path = ? AND clock = ?",
+                                [.string(cls), .string(pk), .string(property), .string(c)])
+            }
+        }
     }
 
     func fieldClock(_ cls: String, _ pk: String, _ path: String) throws -> (clock: Clock, present: Bool)? {

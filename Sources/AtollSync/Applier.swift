@@ -12,6 +12,8 @@ struct PendingIndex {
     var created: [ObjectID: Clock] = [:]
     var touched: Set<ObjectID> = []
     var lists: Set<String> = []
+    /// Pending counter adds per object and property: kept on top of a set that arrives.
+    var adds: [ObjectID: [String: [(clock: Clock, delta: Int64)]]] = [:]
 
     init(_ changesets: [SyncChangeset]) {
         for cs in changesets {
@@ -22,6 +24,8 @@ struct PendingIndex {
                 case .create: created[id] = cs.clock
                 case .erase: erased[id] = cs.clock
                 case .set: fields[id, default: [:]][ins.pathKey] = cs.clock
+                case .addInteger:
+                    if let p = ins.property, case .int(let d)? = ins.value { adds[id, default: [:]][p, default: []].append((cs.clock, d)) }
                 case .setInsert, .setErase:
                     if let p = ins.property { fields[id, default: [:]][p + setSeparator + keyText(ins.value ?? .null)] = cs.clock }
                 case .dictionarySet, .dictionaryErase:
@@ -192,6 +196,15 @@ struct Applier {
         case .set:
             guard try exists(), !pending.overrides(id, ins.pathKey, clock) else { return }
             try store.apply(set: ins)
+            // Pending adds newer than this set stay on top of it (as the server will do).
+            if ins.path.count == 1, let p = ins.property {
+                let newer = (pending.adds[id]?[p] ?? []).filter { $0.clock > clock }.reduce(Int64(0)) { $0 &+ $1.delta }
+                if newer != 0 { try store.addInteger(cls, primaryKey: ins.primaryKey, property: p, newer) }
+            }
+        case .addInteger:
+            guard try exists(), let p = ins.property, case .int(let d)? = ins.value,
+                  !pending.overrides(id, ins.pathKey, clock) else { return }
+            try store.addInteger(cls, primaryKey: ins.primaryKey, property: p, d)
         case .listInsert, .listErase, .listSet, .listClear:
             guard try exists(), let property = ins.property else { return }
             let key = keyText(ins.primaryKey)

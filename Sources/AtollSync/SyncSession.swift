@@ -921,6 +921,10 @@ struct Replayer {
                     if exists, ins.path.count == 2, case .key(let p) = ins.path[0], case .key(let k) = ins.path[1] {
                         _ = try store.dictionaryErase(ins.className, primaryKey: ins.primaryKey, property: p, key: k)
                     }
+                case .addInteger:
+                    if exists, let p = ins.property, case .int(let d)? = ins.value {
+                        try store.addInteger(ins.className, primaryKey: ins.primaryKey, property: p, d)
+                    }
                 default:
                     // Element erases and sets name elements of the old state: they have no
                     // meaning on the new one.

@@ -88,6 +88,7 @@ struct Translator {
             case .dictionarySet: out.append(sync(.dictionarySet))
             case .dictionaryErase: out.append(sync(.dictionaryErase))
             case .dictionaryClear: out.append(sync(.dictionaryClear))
+            case .addInteger: out.append(sync(.addInteger))
             }
         }
         for (k, seq) in lists {

@@ -10,7 +10,7 @@ import XCTest
 final class IntegratorTests: XCTestCase {
     static let schemaJSON = """
     [{"name": "Task", "primaryKey": "_id", "properties": {"_id": "string", "name": "string?", "done": "bool",
-      "owner": "string?", "tags": "string[]", "labels": "string<>", "attrs": "string{}", "address": "Address?",
+      "owner": "string?", "count": "int", "tags": "string[]", "labels": "string<>", "attrs": "string{}", "address": "Address?",
       "assignee": "Person?"}},
      {"name": "Address", "embedded": true, "properties": {"city": "string?", "zip": "string?"}},
      {"name": "Person", "primaryKey": "_id", "properties": {"_id": "string", "name": "string?"}}]
@@ -200,6 +200,31 @@ final class IntegratorTests: XCTestCase {
         XCTAssertEqual(try task(store)?["attrs"], .object([:]))
     }
 
+    // MARK: - Counters
+
+    func testCountersAddUpAndANewerSetKeepsNewerAdds() throws {
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1], [1, 3, 0, 2]] {
+            let store = try makeStore()
+            try seed(store)
+            let uploads: [(Clock, SyncInstruction)] = [
+                (clock(10, 1), ins(.addInteger, ["count"], .int(5))),
+                (clock(11, 2), ins(.addInteger, ["count"], .int(7))),
+                (clock(20, 3), ins(.set, ["count"], .int(100))),        // absorbs the adds before it
+                (clock(30, 4), ins(.addInteger, ["count"], .int(1))),   // stays on top of the set
+            ]
+            for i in order { try integrate(store, uploads[i].0, [uploads[i].1]) }
+            XCTAssertEqual(try task(store)?["count"], .int(101), "arrival order \(order)")
+        }
+        let store = try makeStore()
+        try seed(store)
+        try integrate(store, clock(10, 1), [ins(.addInteger, ["count"], .int(5))])
+        try integrate(store, clock(10, 2), [ins(.addInteger, ["count"], .int(-2))])
+        XCTAssertEqual(try task(store)?["count"], .int(3))
+        // Not an int property: refused, nothing stored.
+        let bad = try integrate(store, clock(11, 1), [ins(.addInteger, ["name"], .int(1))])
+        XCTAssertEqual(bad.rejected.count, 1)
+    }
+
     // MARK: - Every pair of concurrent instruction kinds
 
     /// One instruction of each kind, as a client that had seen the seed state would write it.
@@ -222,6 +247,8 @@ final class IntegratorTests: XCTestCase {
             ("dictionarySet", [ins(.dictionarySet, ["attrs", "k"], v)]),
             ("dictionaryErase", [ins(.dictionaryErase, ["attrs", "k"])]),
             ("dictionaryClear", [ins(.dictionaryClear, ["attrs"])]),
+            ("addInteger", [ins(.addInteger, ["count"], .int(node))]),
+            ("setCount", [ins(.set, ["count"], .int(100 * node))]),
         ]
     }
 
@@ -243,7 +270,7 @@ final class IntegratorTests: XCTestCase {
                 pairs += 1
             }
         }
-        XCTAssertEqual(pairs, 256)
+        XCTAssertEqual(pairs, 324)
     }
 
     func testTriplesConverge() throws {

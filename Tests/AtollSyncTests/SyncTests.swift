@@ -129,6 +129,20 @@ final class SyncTests: XCTestCase {
         XCTAssertEqual(a?["priority"], .int(5))
         XCTAssertEqual(a?["tags"], .list(["a-first", "home", "shop", "b-last"].map { .string($0) }))
 
+        // Counters: offline increments on both sides add up.
+        sa.pause()
+        sb.pause()
+        try storeA.write { try storeA.addInteger("Task", primaryKey: .string("t1"), property: "priority", 10) }
+        try storeB.write { try storeB.addInteger("Task", primaryKey: .string("t1"), property: "priority", 100) }
+        sa.resume()
+        sb.resume()
+        for s in [sa, sb] { try s.waitForUpload(timeout: 10) }
+        for s in [sa, sb] { try s.waitForDownload(timeout: 10) }
+        _ = try storeA.refresh()
+        _ = try storeB.refresh()
+        XCTAssertEqual(try storeA.value("Task", primaryKey: .string("t1"), property: "priority"), .int(115))
+        XCTAssertEqual(try storeB.value("Task", primaryKey: .string("t1"), property: "priority"), .int(115))
+
         // Erase on one side reaches the other.
         try storeB.write { try storeB.delete("Task", primaryKey: .string("t1")) }
         try sb.waitForUpload(timeout: 10)

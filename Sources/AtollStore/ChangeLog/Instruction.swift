@@ -41,6 +41,8 @@ public struct Instruction: Hashable, Sendable {
         case dictionaryErase = 14
         /// The dictionary at `path` was emptied.
         case dictionaryClear = 15
+        /// The integer at `path` grew by `value` (a counter: concurrent adds add up).
+        case addInteger = 16
 
         public var name: String {
             switch self {
@@ -58,6 +60,7 @@ public struct Instruction: Hashable, Sendable {
             case .dictionarySet: return "dictionarySet"
             case .dictionaryErase: return "dictionaryErase"
             case .dictionaryClear: return "dictionaryClear"
+            case .addInteger: return "addInteger"
             }
         }
     }
@@ -95,7 +98,7 @@ extension Instruction.Op {
     /// Whether the instruction has a `value`.
     public var carriesValue: Bool {
         switch self {
-        case .set, .listInsert, .listSet, .setInsert, .setErase, .dictionarySet: return true
+        case .set, .listInsert, .listSet, .setInsert, .setErase, .dictionarySet, .addInteger: return true
         default: return false
         }
     }

@@ -139,6 +139,44 @@ extension Store {
         }
     }
 
+    // MARK: - Counters
+
+    /// Adds `delta` to an integer property (a counter): recorded as `addInteger`, so that sync
+    /// adds concurrent increments up instead of keeping the last.
+    /// - Throws: `.notInWrite`, `.noSuchClass`, `.noSuchProperty`, `.notFound` (the object),
+    ///   `.invalidArgument` (not an int property, or one that is null), `.typeMismatch` (the key).
+    public func addInteger(_ className: String, primaryKey: Value, property: String, _ delta: Int64) throws {
+        try writeOperation("addInteger", multiStatement: false) { conn, state in
+            let info = try classInfo(className)
+            guard let p = info.schema[property: property] else {
+                throw AtollError(.noSuchProperty, "class '\(className)' has no property '\(property)'")
+            }
+            guard p.type == .int, p.collection == .single, info.primaryKey?.name != property else {
+                throw AtollError(.invalidArgument, "addInteger: '\(className).\(property)' is not an int property (it is \(p.typeName))")
+            }
+            guard !info.schema.isEmbedded else {
+                throw AtollError(.invalidArgument, "addInteger: '\(className)' is embedded; change its owner")
+            }
+            guard let row = try rowKey(info, named: primaryKey, conn) else {
+                throw AtollError(.notFound, "addInteger: no \(className) with primary key \(primaryKey.shortDescription)")
+            }
+            let read = try conn.statement("SELECT \(quote(p.name)) FROM \(info.table) WHERE \(info.rowKey) = ?")
+            read.bind(1, row)
+            guard try read.step(), !read.isNull(0) else {
+                read.reset()
+                throw AtollError(.invalidArgument, "addInteger: '\(className).\(property)' is null; set it first")
+            }
+            let (sum, overflow) = read.int64(0).addingReportingOverflow(delta)
+            read.reset()
+            guard !overflow else { throw AtollError(.invalidArgument, "addInteger: \(className).\(property) would overflow") }
+            let write = try conn.statement("UPDATE \(info.table) SET \(quote(p.name)) = ? WHERE \(info.rowKey) = ?")
+            write.bind(1, sum)
+            write.bind(2, row)
+            try write.run()
+            state.recorder.record(Instruction(.addInteger, info.name, try reference(info, row, conn), path: [.key(p.name)], value: .int(delta)))
+        }
+    }
+
     // MARK: - Helpers
 
     /// Runs one collection operation atomically on the collection property of an object.

@@ -590,3 +590,34 @@ def test_random_list_operations_give_changes_that_rebuild_the_list(realm, seed):
                 assert change.count == len(now)
             assert rebuilt == now, f"seed {seed}, round {round_}"
             old = now
+
+
+def test_add_integer_is_a_counter(tmp_path):
+    realm = atoll.open(tmp_path / "c.realm", schema=[{"name": "Counter", "primaryKey": "_id",
+                                                      "properties": {"_id": "int", "n": "int", "maybe": "int?", "s": "string"}}])
+    with realm:
+        with realm.write():
+            realm.create("Counter", {"_id": 1, "n": 5, "s": "x"})
+        v = realm.version
+        with realm.write():
+            realm.add_integer("Counter", 1, "n", 3)
+            realm.add_integer("Counter", 1, "n", -10)
+        assert realm.get("Counter", 1)["n"] == -2
+        assert realm.changes(after_version=v)[0]["instructions"] == [
+            {"op": "addInteger", "class": "Counter", "primaryKey": 1, "path": ["n"], "value": 3},
+            {"op": "addInteger", "class": "Counter", "primaryKey": 1, "path": ["n"], "value": -10},
+        ]
+        with realm.write():
+            with pytest.raises(atoll.InvalidArgumentError):
+                realm.add_integer("Counter", 1, "s", 1)          # not an int
+            with pytest.raises(atoll.InvalidArgumentError):
+                realm.add_integer("Counter", 1, "maybe", 1)      # null
+            with pytest.raises(atoll.NotFoundError):
+                realm.add_integer("Counter", 2, "n", 1)
+            with pytest.raises(atoll.InvalidArgumentError):
+                realm.add_integer("Counter", 1, "n", -(2 ** 63))  # overflow
+            with pytest.raises(TypeError):
+                realm.add_integer("Counter", 1, "n", 1.5)
+        assert realm.get("Counter", 1)["n"] == -2
+        with pytest.raises(atoll.NotInWriteError):
+            realm.add_integer("Counter", 1, "n", 1)

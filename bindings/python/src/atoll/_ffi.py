@@ -366,6 +366,10 @@ _declare("atoll_object_delete", c_bool, [RealmPtr, c_char_p, c_char_p])
 # MARK: Collection elements (size_t indexes: the owning layer refuses negative ints, which
 # ctypes would silently turn into huge size_t values)
 
+# bool atoll_object_add_integer(atoll_realm_t *realm, const char *class_name,
+#                               const char *primary_key_json, const char *property, int64_t delta);
+_declare("atoll_object_add_integer", c_bool, [RealmPtr, c_char_p, c_char_p, c_char_p, c_int64])
+
 # bool atoll_list_insert(atoll_realm_t *realm, const char *class_name,
 #                        const char *primary_key_json, const char *property, size_t index,
 #                        const char *value_json);

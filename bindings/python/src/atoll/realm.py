@@ -655,6 +655,17 @@ class Realm:
         prop = _cstr(property, "property")
         return self._h(), cls, pk, prop
 
+    def add_integer(self, class_name: str, primary_key: Any, property: str, delta: int) -> None:
+        """Adds ``delta`` to an int property (a counter): sync adds concurrent increments up
+        instead of keeping the last write. Needs a write transaction. Errors:
+        InvalidArgumentError (not an int property, a null one, an overflow), NotInWriteError,
+        NoSuchClassError, NoSuchPropertyError, NotFoundError, TypeMismatchError, ClosedError."""
+        if not isinstance(delta, int) or isinstance(delta, bool) or not -(2 ** 63) <= delta < 2 ** 63:
+            raise TypeError("delta must be an int that fits in 64 bits")
+        realm, cls, pk, prop = self._target(class_name, primary_key, property)
+        if not lib.atoll_object_add_integer(realm, cls, pk, prop, delta):
+            raise_last_error("atoll_object_add_integer")
+
     def list_insert(self, class_name: str, primary_key: Any, property: str, index: int,
                     value: Any) -> None:
         """Inserts ``value`` into a list property at ``index`` (0 to len, both included): the
