@@ -83,7 +83,7 @@ final class ChangeLogJSONTests: XCTestCase {
         }
         XCTAssertEqual(Instruction.Op.allCases.map(\.name),
                        ["create", "erase", "set", "listInsert", "listErase", "listSet", "listMove", "listClear",
-                        "setInsert", "setErase", "setClear", "dictionarySet", "dictionaryErase", "dictionaryClear"])
+                        "setInsert", "setErase", "setClear", "dictionarySet", "dictionaryErase", "dictionaryClear", "addInteger"])
     }
 
     func testAnEmptyLog() {
