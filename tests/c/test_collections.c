@@ -1559,6 +1559,37 @@ static void test_random_list_operations_give_changes_that_rebuild_the_list(void)
     random_rounds(7, 60);
 }
 
+/* atoll_object_add_integer on what is not an int property, outside a write, with bad handles:
+ * clear errors, nothing changed (the counter case itself is in test_sync.c). */
+static void test_add_integer_refuses_what_is_not_a_counter(void) {
+    atoll_realm_t *r = open_seeded();
+    if (r == NULL) return;
+    CHECK(!atoll_object_add_integer(r, "Person", "1", "numbers", 1));
+    CHECK_ERR(ATOLL_ERR_NOT_IN_WRITE, "");
+    BEGIN(r);
+    CHECK(!atoll_object_add_integer(r, "Person", "1", "id", 1));
+    CHECK_ERR(ATOLL_ERR_INVALID_ARGUMENT, "not an int property");
+    CHECK(!atoll_object_add_integer(r, "Person", "1", "name", 1));
+    CHECK_ERR(ATOLL_ERR_INVALID_ARGUMENT, "not an int property");
+    CHECK(!atoll_object_add_integer(r, "Person", "1", "numbers", 1));
+    CHECK_ERR(ATOLL_ERR_INVALID_ARGUMENT, "not an int property");
+    CHECK(!atoll_object_add_integer(r, "Person", "2", "numbers", 1));
+    CHECK_ERR(ATOLL_ERR_INVALID_ARGUMENT, "");
+    CHECK(!atoll_object_add_integer(r, "Person", "1", "nope", 1));
+    CHECK_ERR(ATOLL_ERR_NO_SUCH_PROPERTY, "nope");
+    CHECK(!atoll_object_add_integer(r, "Cat", "1", "n", 1));
+    CHECK_ERR(ATOLL_ERR_NO_SUCH_CLASS, "Cat");
+    CHECK(!atoll_object_add_integer(r, NULL, "1", "n", 1));
+    CHECK_ERR(ATOLL_ERR_INVALID_ARGUMENT, "class_name");
+    CHECK(!atoll_object_add_integer(r, "Person", "{", "n", 1));
+    CHECK_ERR(ATOLL_ERR_INVALID_JSON, "");
+    COMMIT(r);
+    CHECK_NO_LOG(r, 1);
+    atoll_realm_close(r);
+    CHECK(!atoll_object_add_integer(r, "Person", "1", "id", 1));
+    CHECK_ERR(ATOLL_ERR_CLOSED, "");
+}
+
 int main(int argc, char **argv) {
     static const atoll_test_t tests[] = {
         ATOLL_TEST(test_list_insert_set_erase_move),
@@ -1582,6 +1613,7 @@ int main(int argc, char **argv) {
         ATOLL_TEST(test_list_observer_gets_exact_element_changes),
         ATOLL_TEST(test_set_and_dictionary_observers_get_element_changes),
         ATOLL_TEST(test_random_list_operations_give_changes_that_rebuild_the_list),
+        ATOLL_TEST(test_add_integer_refuses_what_is_not_a_counter),
     };
     return ATOLL_CHECK_MAIN(tests, argc, argv);
 }

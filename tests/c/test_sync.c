@@ -182,6 +182,21 @@ static void test_two_users_share_data(void) {
             CHECK(t != NULL && atoll_jstr(t, "name") != NULL && strcmp(atoll_jstr(t, "name"), "from C") == 0);
             json_decref(t);
         }
+        /* A counter: increments on both sides add up. */
+        CHECK(atoll_realm_begin_write(a));
+        CHECK(atoll_object_add_integer(a, "Task", "\"t1\"", "priority", 10));
+        CHECK(atoll_realm_commit(a));
+        CHECK(atoll_realm_begin_write(b));
+        CHECK(atoll_object_add_integer(b, "Task", "\"t1\"", "priority", 100));
+        CHECK(atoll_realm_commit(b));
+        sync_round(a, b);
+        sync_round(b, a);
+        json_t *t = GET(a, "Task", "\"t1\"");
+        CHECK_INT(atoll_jint(t, "priority"), 113);
+        json_decref(t);
+        t = GET(b, "Task", "\"t1\"");
+        CHECK_INT(atoll_jint(t, "priority"), 113);
+        json_decref(t);
         /* Session state, and a pause that holds writes back until resume. */
         atoll_sync_session_t *sa = atoll_realm_sync_session(a);
         json_t *st = TAKE_JSON(atoll_sync_session_state_json(sa));
