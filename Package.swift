@@ -53,7 +53,7 @@ let package = Package(
         .testTarget(name: "AtollTests", dependencies: ["Atoll", "AtollTestSupport", "AtollServer"]),
         .testTarget(name: "AtollNetTests", dependencies: ["AtollNet"]),
         .testTarget(name: "AtollAuthTests", dependencies: ["AtollAuth", "AtollNet", "AtollJSON", "AtollStore"]),
-        .testTarget(name: "AtollSyncTests", dependencies: ["AtollSync", "AtollServer", "AtollProtocol", "AtollNet",
+        .testTarget(name: "AtollSyncTests", dependencies: ["AtollSync", "AtollServer", "AtollProtocol", "AtollNet", "AtollAuth",
                                                             "AtollStore", "AtollJSON", "AtollTestSupport", "CJansson"]),
         .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore", "AtollTestSupport"]),
         // The `atoll` command (docs/cli.md). Its product is named atoll-cli because the library

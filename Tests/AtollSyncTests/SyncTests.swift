@@ -4,6 +4,7 @@ import AtollProtocol
 import AtollServer
 import AtollStore
 @testable import AtollSync
+@testable import AtollAuth
 import CJansson
 import Foundation
 import XCTest
@@ -471,5 +472,126 @@ final class TokenTests: XCTestCase {
         _ = try blocking { try await app.call("DELETE", "/auth/session", bearer: refresh) }
         XCTAssertThrowsError(try blocking { try await user.refreshAccessToken() })
         XCTAssertFalse(user.isLoggedIn)
+    }
+}
+
+/// Every credential and user operation of the client, against the server's app API.
+final class ClientUserTests: XCTestCase {
+    static let secret = "0123456789abcdef0123456789abcdef"
+
+    func jwt(_ claims: String) -> String {
+        func b64(_ bytes: [UInt8]) -> String {
+            Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let body = b64(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "." + b64(Array(claims.utf8))
+        return body + "." + b64(Crypto.hmacSHA256(key: Array(Self.secret.utf8), Array(body.utf8)))
+    }
+
+    func testEveryCredentialAndUserOperation() throws {
+        let h = try SyncHarness(config: """
+            {"apps": [{"id": "default", "developmentMode": true,
+                       "auth": {"customJWT": {"algorithm": "HS256", "secret": "\(Self.secret)"}}}]}
+            """)
+        let app = try h.app("a")
+        // Email/password.
+        try blocking { try await app.registerEmail("ann@example.com", password: "secret-1") }
+        XCTAssertThrowsError(try blocking { try await app.login(.emailPassword(email: "ann@example.com", password: "wrong-1")) }) {
+            XCTAssertEqual(($0 as? SyncError)?.code, .authFailed)
+        }
+        let ann = try blocking { try await app.login(.emailPassword(email: "ann@example.com", password: "secret-1")) }
+        XCTAssertEqual(app.currentUser?.id, ann.id)
+        XCTAssertEqual(ann.provider, "local-userpass")
+        // A user API key (made with the refresh token, as Realm does) logs the same user in.
+        let created = try blocking { try await app.call("POST", "/auth/api_keys", body: .doc(["name": .string("laptop")]), bearer: ann.refreshToken) }
+        guard let key = created["key"]?.stringValue else { return XCTFail("no key in \(created)") }
+        try blocking { try await app.logOut(ann) }
+        XCTAssertNil(app.currentUser)
+        let again = try blocking { try await app.login(.apiKey(key)) }
+        XCTAssertEqual(again.id, ann.id)
+        // Custom JWT: the same external id is the same user.
+        let exp = Int(Date().timeIntervalSince1970) + 600
+        let t1 = jwt(#"{"sub":"ext-1","exp":\#(exp)}"#), t2 = jwt(#"{"sub":"ext-1","exp":\#(exp + 1)}"#)
+        let expired = jwt(#"{"sub":"ext-1","exp":1}"#)
+        let j1 = try blocking { try await app.login(.jwt(t1)) }
+        let j2 = try blocking { try await app.login(.jwt(t2)) }
+        XCTAssertEqual(j1.id, j2.id)
+        XCTAssertThrowsError(try blocking { try await app.login(.jwt(expired)) })
+        // Users, switching, removing, deleting.
+        let anon = try blocking { try await app.login(.anonymous) }
+        XCTAssertEqual(app.currentUser?.id, anon.id)
+        XCTAssertEqual(Set(app.allUsers.filter(\.isLoggedIn).map(\.id)), [ann.id, j1.id, anon.id])
+        try app.switchUser(again)
+        XCTAssertEqual(app.currentUser?.id, ann.id)
+        try blocking { try await app.remove(anon) }
+        XCTAssertFalse(app.allUsers.contains { $0.id == anon.id })
+        try blocking { try await app.delete(ann) }
+        XCTAssertThrowsError(try blocking { try await app.login(.apiKey(key)) })
+        // A restarted app (a new object on the same users file) still has its logged-in user.
+        let restarted = try App(configuration: app.configuration)
+        XCTAssertEqual(restarted.allUsers.filter(\.isLoggedIn).map(\.id), [j1.id])
+    }
+}
+
+/// Client reset modes other than recovery.
+final class ClientResetModeTests: XCTestCase {
+    /// A client that synced, wrote while paused, and then found the server without its data.
+    func reset(_ mode: ClientResetMode) throws -> (Store, SyncSession, ErrorLog, cleanup: () -> Void) {
+        let dir = NSTemporaryDirectory() + "atoll-reset-\(UUID().uuidString)"
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = dir + "/server"
+        configuration.logLevel = .error
+        let first = try SyncServer(configuration: configuration)
+        try first.start()
+        let app = try App(configuration: AppConfiguration(appId: "default", baseURL: first.url, metadataDirectory: dir + "/app"))
+        let user = try blocking { try await app.login(.anonymous) }
+        let errors = ErrorLog()
+        app.addErrorHandler { e, _ in errors.add(e) }
+        var sync = SyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Task")]
+        sync.clientResetMode = mode
+        let config = Configuration(path: dir + "/c.realm", schema: SyncHarness.schema)
+        let session = try SyncSession.open(user: user, storeConfiguration: config, sync: sync)
+        let store = try Store(config)
+        try session.waitForInitialDownload(timeout: 10)
+        try store.write { _ = try store.create("Task", ["_id": .string("synced")]) }
+        try session.waitForUpload(timeout: 10)
+        session.pause()
+        try store.write { _ = try store.create("Task", ["_id": .string("unsynced")]) }
+        configuration.port = first.port
+        _ = try blocking { await first.shutdown() }
+        try FileManager.default.removeItem(atPath: dir + "/server/default/data.realm")
+        let second = try SyncServer(configuration: configuration)
+        try second.start()
+        session.resume()
+        return (store, session, errors, {
+            session.release()
+            store.close()
+            _ = try? blocking { await second.shutdown() }
+            try? FileManager.default.removeItem(atPath: dir)
+        })
+    }
+
+    func testDiscardDropsUnsyncedChanges() throws {
+        let (store, session, errors, cleanup) = try reset(.discardUnsyncedChanges)
+        defer { cleanup() }
+        let deadline = Date().addingTimeInterval(15)
+        while errors.all.first(where: { $0.code == .clientReset }) == nil, Date() < deadline { usleep(50_000) }
+        try session.waitForInitialDownload(timeout: 10)
+        _ = try store.refresh()
+        XCTAssertEqual(try store.objects("Task").count(), 0, "the server lost 'synced'; 'unsynced' was discarded")
+        XCTAssertEqual(errors.all.first { $0.code == .clientReset }?.isFatal, false)
+    }
+
+    func testManualReportsAndStops() throws {
+        let (store, session, errors, cleanup) = try reset(.manual)
+        defer { cleanup() }
+        let deadline = Date().addingTimeInterval(15)
+        while session.state != .inactive, Date() < deadline { usleep(50_000) }
+        XCTAssertEqual(session.state, .inactive)
+        XCTAssertEqual(errors.all.first { $0.code == .clientReset }?.isFatal, true)
+        _ = try store.refresh()
+        XCTAssertEqual(try store.objects("Task").count(), 2, "a manual reset leaves the file alone")
     }
 }
