@@ -485,8 +485,9 @@ final class SyncApp: @unchecked Sendable {
         for id in touched {
             let key = keyText(id.primaryKey)
             if held[id.className]?.contains(key) == true, let doc = try store.object(id.className, primaryKey: id.primaryKey) {
-                if metas[id.className] == nil { metas[id.className] = try ObjectMetadata.load(store, className: id.className) }
-                texts.append(Wire.encode(metas[id.className]!.upsert(id.className, id.primaryKey, key, doc).wireValue))
+                let meta = try metas[id.className] ?? ObjectMetadata.load(store, className: id.className)
+                metas[id.className] = meta
+                texts.append(Wire.encode(meta.upsert(id.className, id.primaryKey, key, doc).wireValue))
             } else {
                 texts.append(Wire.encode(SyncInstruction(.evict, id.className, id.primaryKey).wireValue))
             }
@@ -699,8 +700,9 @@ final class SyncApp: @unchecked Sendable {
                         whole += 1
                         s.inView[cls, default: []].insert(key)
                     } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
-                        if metas[cls] == nil { metas[cls] = try ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? []) }
-                        out.append(.text(Wire.encode(metas[cls]!.upsert(cls, id.primaryKey, key, doc).wireValue)))
+                        let meta = try metas[cls] ?? ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? [])
+                        metas[cls] = meta
+                        out.append(.text(Wire.encode(meta.upsert(cls, id.primaryKey, key, doc).wireValue)))
                         s.inView[cls, default: []].insert(key)
                     }
                 } else if held {
