@@ -73,7 +73,7 @@ let package = Package(
         // The network load benchmark (bench/README.md): drives atoll-net-peer over loopback.
         .executableTarget(name: "atoll-net-bench", dependencies: ["AtollNet"], path: "bench/net", exclude: ["run"]),
         // The sync benchmark (bench/README.md, "Sync"): server and clients over loopback.
-        .executableTarget(name: "atoll-sync-bench", dependencies: ["AtollServer", "AtollSync", "AtollStore", "CSQLite"], path: "bench/sync"),
+        .executableTarget(name: "atoll-sync-bench", dependencies: ["AtollServer", "AtollSync", "AtollProtocol", "AtollStore", "CSQLite"], path: "bench/sync"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite", "AtollBenchSupport"], path: "bench/swift"),
         // The benchmark's typed-API contender (bench/README.md): the same workloads through Atoll.
         .executableTarget(name: "atoll-typed-bench", dependencies: ["Atoll", "AtollStore", "AtollBenchSupport"], path: "bench/typed"),

@@ -79,21 +79,6 @@ private func realmSession(_ realm: OpaquePointer?) throws -> SyncSession {
     return s
 }
 
-final class ResultBox<T>: @unchecked Sendable { var result: Result<T, Error>? }
-
-/// Runs an async call to completion on the calling (host) thread.
-private func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-    let box = ResultBox<T>()
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-        do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
-        done.signal()
-    }
-    done.wait()
-    guard let result = box.result else { throw AtollError(.internal, "the call did not finish") }
-    return try result.get()
-}
-
 private func object(_ p: UnsafePointer<CChar>?, _ name: String) throws -> Document {
     guard case .object(let d) = try jsonValue(p, name) else { throw AtollError(.invalidArgument, "\(name) must be a JSON object") }
     return d
@@ -164,7 +149,7 @@ public func atoll_app_login(_ handle: OpaquePointer?, _ credentialsJSON: UnsafeP
         case let other:
             throw AtollError(.invalidArgument, "credentials_json: unknown provider \"\(other)\" (anonymous, emailPassword, apiKey, jwt)")
         }
-        let u = try blocking { try await a.login(credentials) }
+        let u = try runToCompletion { try await a.login(credentials) }
         return handles.insert(.sync(.user(u)))
     }
 }
@@ -174,7 +159,7 @@ public func atoll_app_register_email(_ handle: OpaquePointer?, _ email: UnsafePo
     call(false) {
         let a = try app(handle)
         let e = try text(email, "email"), p = try text(password, "password")
-        try blocking { try await a.registerEmail(e, password: p) }
+        try runToCompletion { try await a.registerEmail(e, password: p) }
         return true
     }
 }
@@ -206,7 +191,7 @@ public func atoll_user_json(_ handle: OpaquePointer?) -> UnsafeMutablePointer<CC
 public func atoll_user_logout(_ handle: OpaquePointer?) -> Bool {
     call(false) {
         let u = try user(handle)
-        try blocking { try await u.app.logOut(u) }
+        try runToCompletion { try await u.app.logOut(u) }
         return true
     }
 }
@@ -215,7 +200,7 @@ public func atoll_user_logout(_ handle: OpaquePointer?) -> Bool {
 public func atoll_user_remove(_ handle: OpaquePointer?) -> Bool {
     call(false) {
         let u = try user(handle)
-        try blocking { try await u.app.remove(u) }
+        try runToCompletion { try await u.app.remove(u) }
         return true
     }
 }
@@ -224,7 +209,7 @@ public func atoll_user_remove(_ handle: OpaquePointer?) -> Bool {
 public func atoll_user_delete(_ handle: OpaquePointer?) -> Bool {
     call(false) {
         let u = try user(handle)
-        try blocking { try await u.app.delete(u) }
+        try runToCompletion { try await u.app.delete(u) }
         return true
     }
 }

@@ -43,14 +43,6 @@ enum ServerTables {
     }
 }
 
-/// The text key of a primary key in metadata tables.
-func keyText(_ v: Value) -> String { Wire.encode(v) }
-
-/// Field-clock path keys of set elements and dictionary keys (never a property name), and of
-/// a collection's last clear.
-private let setSeparator = "\u{1}"
-private let dictionarySeparator = "\u{2}"
-private let clearMark = "\u{3}clear"
 
 /// What integrating one upload did.
 struct Integration {

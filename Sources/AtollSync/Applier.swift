@@ -33,7 +33,7 @@ struct PendingIndex {
                         fields[id, default: [:]][p + dictionarySeparator + k] = cs.clock
                     }
                 case .setClear, .dictionaryClear:
-                    if let p = ins.property { fields[id, default: [:]][p + "\u{3}clear"] = cs.clock }
+                    if let p = ins.property { fields[id, default: [:]][p + clearMark] = cs.clock }
                 case .listInsert, .listErase, .listSet, .listClear:
                     if let p = ins.property { lists.insert("\(id.className)\u{0}\(keyText(id.primaryKey))\u{0}\(p)") }
                 default: break

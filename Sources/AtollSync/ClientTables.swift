@@ -52,10 +52,3 @@ enum ClientTables {
         try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
     }
 }
-
-/// The text key of a primary key in metadata tables (the same as the server's).
-func keyText(_ v: Value) -> String { Wire.encode(v) }
-
-/// Field-clock path keys of set elements and dictionary keys (as the server's).
-let setSeparator = "\u{1}"
-let dictionarySeparator = "\u{2}"

@@ -1,3 +1,4 @@
+import AtollProtocol
 import AtollServer
 import AtollStore
 import AtollSync
@@ -21,20 +22,6 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-final class Box<T>: @unchecked Sendable { var result: Result<T, Error>? }
-
-func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-    let box = Box<T>()
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-        do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
-        done.signal()
-    }
-    done.wait()
-    guard let r = box.result else { fail("no result") }
-    return try r.get()
-}
-
 let schema = Schema([ObjectSchema(name: "Item", primaryKey: "_id", properties: [
     Property(name: "_id", type: .int), Property(name: "name", type: .string), Property(name: "age", type: .int),
 ])])
@@ -53,7 +40,7 @@ try server.start()
 
 func client(_ name: String) throws -> (SyncSession, Store) {
     let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.url, metadataDirectory: dir + "/\(name)"))
-    let user = try blocking { try await app.login(.anonymous) }
+    let user = try runToCompletion { try await app.login(.anonymous) }
     var sync = SyncConfiguration(mode: .flexible)
     sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Item")]
     let configuration = Configuration(path: dir + "/\(name).realm", schema: schema)

@@ -1,0 +1,32 @@
+import AtollStore
+import Foundation
+
+// The keys both sides of sync use in their metadata tables: they must agree, so they are defined
+// once, here.
+
+/// The text key of a primary key in metadata tables (its wire form).
+public func keyText(_ v: Value) -> String { Wire.encode(v) }
+
+/// Field-clock path keys: a set element is `property + setSeparator + keyText(element)`, a
+/// dictionary key `property + dictionarySeparator + key`, a collection's last clear
+/// `property + clearMark` (none of them can be a property name).
+public let setSeparator = "\u{1}"
+public let dictionarySeparator = "\u{2}"
+public let clearMark = "\u{3}clear"
+
+/// Runs an async call to completion from a thread that may block (a C host's, a test's, a
+/// program's main thread) — never from Swift's cooperative pool, whose threads it would hold.
+public func runToCompletion<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let box = CompletionBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
+        done.signal()
+    }
+    done.wait()
+    guard let result = box.result else { throw ProtocolError("the call did not finish") }
+    return try result.get()
+}
+
+/// Where `runToCompletion` leaves the result for the waiting thread.
+private final class CompletionBox<T>: @unchecked Sendable { var result: Result<T, Error>? }
