@@ -280,6 +280,13 @@ struct Applier {
             doc[p.name] = value
         }
         _ = try store.create(id.className, doc, update: .modified)
+        // The server's value has none of the pending counter adds: those it will keep (newer than
+        // the field's last set) go back on top, as for a set.
+        for (p, adds) in pending.adds[id] ?? [:] where doc[p] != nil {
+            let written = ins.fieldClocks[p] ?? base
+            let newer = adds.filter { $0.clock > written }.reduce(Int64(0)) { $0 &+ $1.delta }
+            if newer != 0 { try store.addInteger(id.className, primaryKey: ins.primaryKey, property: p, newer) }
+        }
         for p in schema.properties where p.isList {
             let listKey = "\(id.className)\u{0}\(key)\u{0}\(p.name)"
             if pending.lists.contains(listKey) { continue }

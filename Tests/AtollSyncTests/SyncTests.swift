@@ -115,9 +115,7 @@ final class SyncTests: XCTestCase {
         XCTAssertEqual(a?["priority"], .int(5))
         XCTAssertEqual(a?["tags"], .list(["a-first", "home", "shop", "b-last"].map { .string($0) }))
 
-        // Counters: concurrent increments on both sides add up. (Written while connected: with
-        // both sessions paused and resumed at once, one run in several missed an increment on
-        // one side — under investigation, see the closing note.)
+        // Counters: concurrent increments on both sides add up, connected and offline.
         try storeA.write { try storeA.addInteger("Task", primaryKey: .string("t1"), property: "priority", 10) }
         try storeB.write { try storeB.addInteger("Task", primaryKey: .string("t1"), property: "priority", 100) }
         for s in [sa, sb] { try s.waitForUpload(timeout: 10) }
@@ -126,6 +124,18 @@ final class SyncTests: XCTestCase {
         _ = try storeB.refresh()
         XCTAssertEqual(try storeA.value("Task", primaryKey: .string("t1"), property: "priority"), .int(115))
         XCTAssertEqual(try storeB.value("Task", primaryKey: .string("t1"), property: "priority"), .int(115))
+        sa.pause()
+        sb.pause()
+        try storeA.write { try storeA.addInteger("Task", primaryKey: .string("t1"), property: "priority", 1000) }
+        try storeB.write { try storeB.addInteger("Task", primaryKey: .string("t1"), property: "priority", 10000) }
+        sa.resume()
+        sb.resume()
+        for s in [sa, sb] { try s.waitForUpload(timeout: 10) }
+        for s in [sa, sb] { try s.waitForDownload(timeout: 10) }
+        _ = try storeA.refresh()
+        _ = try storeB.refresh()
+        XCTAssertEqual(try storeA.value("Task", primaryKey: .string("t1"), property: "priority"), .int(11115))
+        XCTAssertEqual(try storeB.value("Task", primaryKey: .string("t1"), property: "priority"), .int(11115))
 
         // Erase on one side reaches the other.
         try storeB.write { try storeB.delete("Task", primaryKey: .string("t1")) }
