@@ -163,6 +163,58 @@ extension SyncInstruction {
     }
 }
 
+extension SyncInstruction {
+    /// The wire forms of a run of instructions, with each `create` followed directly by `set`s
+    /// of its object's own properties folded into one `create` with an `"object"` of those
+    /// values (docs/protocol.md, "Instructions"): what a new object costs on the wire, once.
+    /// `instructions(wire:)` unfolds them into the same instructions, in the same order.
+    public static func wireValues<C: Collection<SyncInstruction>>(_ instructions: C) -> [Value] {
+        var out = [Value]()
+        out.reserveCapacity(instructions.count)
+        var i = instructions.startIndex
+        while i != instructions.endIndex {
+            let ins = instructions[i]
+            instructions.formIndex(after: &i)
+            guard ins.op == .create, ins.path.isEmpty, ins.object == nil, case .object(var d) = ins.wireValue else {
+                out.append(ins.wireValue)
+                continue
+            }
+            var object = Document()
+            while i != instructions.endIndex {
+                let next = instructions[i]
+                guard next.op == .set, next.objectID == ins.objectID, next.path.count == 1, case .key(let name)? = next.path.first,
+                      let value = next.value, object[name] == nil else { break }
+                object[name] = value
+                instructions.formIndex(after: &i)
+            }
+            if !object.isEmpty { d["object"] = .object(object) }
+            out.append(.object(d))
+        }
+        return out
+    }
+
+    /// Instructions from their wire forms: a `create` with an `"object"` becomes the `create`
+    /// and a `set` of each of its values, in order.
+    /// - Throws: `ProtocolError` naming what is wrong.
+    public static func instructions(wire values: [Value]) throws -> [SyncInstruction] {
+        var out = [SyncInstruction]()
+        out.reserveCapacity(values.count)
+        for value in values {
+            let ins = try SyncInstruction(wire: value)
+            guard ins.op == .create, case .object(let d) = value, let folded = d["object"] else {
+                out.append(ins)
+                continue
+            }
+            guard case .object(let object) = folded else { throw ProtocolError("instruction create: \"object\" must be an object") }
+            out.append(ins)
+            for (name, v) in object {
+                out.append(SyncInstruction(.set, ins.className, ins.primaryKey, path: [.key(name)], value: v))
+            }
+        }
+        return out
+    }
+}
+
 extension SyncChangeset {
     public var wireValue: Value {
         var d = Document()
@@ -170,7 +222,7 @@ extension SyncChangeset {
         if lastServerVersion > 0 || clientVersion > 0 { d["lastServerVersion"] = .int(Int64(lastServerVersion)) }
         if serverVersion > 0 { d["serverVersion"] = .int(Int64(serverVersion)) }
         d["clock"] = clock.value
-        d["instructions"] = .list(instructions.map(\.wireValue))
+        d["instructions"] = .list(SyncInstruction.wireValues(instructions))
         return .object(d)
     }
 
@@ -180,7 +232,7 @@ extension SyncChangeset {
         self.init(clientVersion: try f.uint("clientVersion", default: 0),
                   lastServerVersion: try f.uint("lastServerVersion", default: 0),
                   serverVersion: try f.uint("serverVersion", default: 0),
-                  clock: clock, instructions: try f.list("instructions").map { try SyncInstruction(wire: $0) })
+                  clock: clock, instructions: try SyncInstruction.instructions(wire: f.list("instructions")))
     }
 }
 

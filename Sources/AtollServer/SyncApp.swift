@@ -557,14 +557,13 @@ final class SyncApp: @unchecked Sendable {
             let started = DispatchTime.now().uptimeNanoseconds
             var result = Integration()
             var version = latestVersion
-            var historyText: String?
+            var effects = EncodedEffects()
             try store.write {
                 result = try Integrator(store: store, mayWrite: { [self] cls, keys in try self.mayWrite(s, cls, keys) }).integrate(cs)
                 if !result.effects.isEmpty {
                     version = latestVersion + 1
-                    let effects = SyncChangeset(serverVersion: version, clock: cs.clock, instructions: result.effects)
-                    let text = Wire.encode(effects.wireValue)
-                    historyText = text
+                    effects = EncodedEffects(result.effects, serverVersion: version, clock: cs.clock)
+                    let text = effects.changesetText
                     try store.withMetadata { sql in
                         try sql.execute("INSERT INTO _atoll_sync_history VALUES (?, ?, ?, ?, ?, ?, ?)",
                                         [.int(Int64(version)), .int(s.file), .int(Int64(cs.clientVersion)), .string(cs.clock.description),
@@ -584,7 +583,7 @@ final class SyncApp: @unchecked Sendable {
                 try compensate(s, result.rejected)
             }
             if !result.effects.isEmpty {
-                try fanOut(result.effects, version: version, clock: cs.clock, origin: s, changesetText: historyText)
+                try fanOut(effects, version: version, clock: cs.clock, origin: s)
             }
         }
         s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
@@ -640,14 +639,9 @@ final class SyncApp: @unchecked Sendable {
     }
 
     /// Sends each ready session what one integrated changeset changed in its view.
-    private func fanOut(_ effects: [SyncInstruction], version: UInt64, clock: Clock, origin: Session,
-                        changesetText: String? = nil) throws {
-        var order = [ObjectID]()
-        var byObject = [ObjectID: [SyncInstruction]]()
-        for ins in effects {
-            if byObject[ins.objectID] == nil { order.append(ins.objectID) }
-            byObject[ins.objectID, default: []].append(ins)
-        }
+    private func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session) throws {
+        let order = effects.order
+        let byObject = effects.byObject
         var keysByClass = [String: [Value]]()
         for id in order { keysByClass[id.className, default: []].append(id.primaryKey) }
         // Which touched objects exist now, per class.
@@ -655,16 +649,9 @@ final class SyncApp: @unchecked Sendable {
         for (cls, keys) in keysByClass {
             live[cls] = try matching(cls, ViewQuery(text: "TRUEPREDICATE", arguments: []), among: keys)
         }
-        // Sessions with the same view share one query; an object's instructions are encoded once.
+        // Sessions with the same view share one query.
         var cache = [String: [ViewQuery: Set<String>]]()
         var metas = [String: ObjectMetadata]()
-        var encoded = [ObjectID: [String]]()
-        func texts(_ id: ObjectID) -> [String] {
-            if let known = encoded[id] { return known }
-            let t = (byObject[id] ?? []).map { Wire.encode($0.wireValue) }
-            encoded[id] = t
-            return t
-        }
         for s in sessions.values.flatMap(\.values) where s.ready {
             let isOrigin = s === origin
             // What the session gets: objects' instructions as integrated, or other texts.
@@ -711,13 +698,13 @@ final class SyncApp: @unchecked Sendable {
                 }
             }
             guard !out.isEmpty else { continue }
-            if whole == order.count, let changesetText, changesetText.utf8.count <= maxDownloadBytes {
-                // Everything, as integrated: the history's text as it is.
-                sendChangeset(s, serverVersion: version, changesetText)
+            if whole == order.count, effects.bytes <= maxDownloadBytes {
+                // Everything, as integrated: the history's text.
+                sendChangeset(s, serverVersion: version, effects.changesetText)
             } else {
                 let texts = out.flatMap { piece -> [String] in
                     switch piece {
-                    case .integrated(let id): return texts(id)
+                    case .integrated(let id): return effects.texts[id] ?? []
                     case .text(let t): return [t]
                     }
                 }
@@ -737,6 +724,35 @@ final class SyncApp: @unchecked Sendable {
                 send(s, serverVersion: version, clock: clock, instructions: batch)
             }
             s.downloadCursor = version
+        }
+    }
+
+    /// An integrated changeset's effects grouped by object, each object's instructions encoded
+    /// once (folded, docs/protocol.md): the history's text and every session's download are
+    /// made of these texts.
+    struct EncodedEffects {
+        private(set) var order: [ObjectID] = []
+        private(set) var byObject: [ObjectID: [SyncInstruction]] = [:]
+        private(set) var texts: [ObjectID: [String]] = [:]
+        /// The size of all the texts.
+        private(set) var bytes = 0
+        /// The changeset's text, as the history keeps it.
+        private(set) var changesetText = ""
+
+        init() {}
+
+        init(_ effects: [SyncInstruction], serverVersion: UInt64, clock: Clock) {
+            for ins in effects {
+                if byObject[ins.objectID] == nil { order.append(ins.objectID) }
+                byObject[ins.objectID, default: []].append(ins)
+            }
+            for id in order {
+                let t = SyncInstruction.wireValues(byObject[id] ?? []).map(Wire.encode)
+                bytes += t.reduce(0) { $0 + $1.utf8.count + 1 }
+                texts[id] = t
+            }
+            changesetText = "{\"serverVersion\":\(serverVersion),\"clock\":" + Wire.encode(clock.value) + ",\"instructions\":["
+                + order.flatMap { texts[$0] ?? [] }.joined(separator: ",") + "]}"
         }
     }
 

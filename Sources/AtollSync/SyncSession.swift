@@ -463,8 +463,8 @@ public final class SyncSession: @unchecked Sendable {
                 if !out.isEmpty, bytes + (row[1].intValue.map(Int.init) ?? 0) > maxBytes { break }
                 bytes += row[1].intValue.map(Int.init) ?? 0
                 var whole: SyncChangeset?
-                for part in text.split(separator: "\n") {
-                    let cs = try SyncChangeset(wire: try EJSON.parse(String(part)))
+                for part in Self.lines(text) {
+                    let cs = try SyncChangeset(wire: try EJSON.parse(part))
                     if whole == nil { whole = cs } else { whole?.instructions += cs.instructions }
                 }
                 if let whole { out.append(whole) }
@@ -501,11 +501,11 @@ public final class SyncSession: @unchecked Sendable {
                 group = []
             }
             for row in batch {
-                let parts = row.text.split(separator: "\n")
+                let parts = Self.lines(row.text)
                 if parts.count == 1 { group.append(row.text); continue }
                 send()
                 for part in parts {
-                    group = [String(part)]
+                    group = [part]
                     send()
                 }
             }
@@ -514,6 +514,12 @@ public final class SyncSession: @unchecked Sendable {
             let total = try store.withMetadata { sql in try sql.rows("SELECT coalesce(sum(bytes), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
             uploadTotal = max(uploadTotal, Int(total))
         }
+    }
+
+    /// The lines of a stored pending text (its parts), split on the bytes: a long text is not
+    /// walked character by character.
+    static func lines(_ text: String) -> [String] {
+        text.utf8.split(separator: UInt8(ascii: "\n")).map { String(Substring($0)) }
     }
 
     /// The largest part of one changeset in one upload message.

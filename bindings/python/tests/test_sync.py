@@ -810,8 +810,21 @@ def test_forged_client_cannot_read_or_write_others_objects(rules_server: Server,
         assert (error["code"], error["codeNumber"], error["session"]) == ("writeRejected", 231, 1)
         assert [(w["class"], w["primaryKey"]) for w in error["compensatingWrites"]] == [
             ("Task", "x")]
+
+        # The same write with the values folded into the create (docs/protocol.md).
+        conn.send(json.dumps({"type": "upload", "session": 1, "changesets": [{
+            "clientVersion": 2, "lastServerVersion": 0,
+            "clock": [int(time.time() * 1000), 1, 12345],
+            "instructions": [
+                {"op": "create", "class": "Task", "primaryKey": "y",
+                 "object": {"owner_id": b_id}}]}]}))
+        got = receive(conn, lambda m: m["type"] == "error")
+        error = next(m for m in got if m["type"] == "error")
+        assert (error["code"], error["session"]) == ("writeRejected", 1)
+        assert [(w["class"], w["primaryKey"]) for w in error["compensatingWrites"]] == [
+            ("Task", "y")]
     download(rb)
-    assert rb.get("Task", "x") is None
+    assert rb.get("Task", "x") is None and rb.get("Task", "y") is None
     assert ids(rb) == ["b1"]
     rb.close()
     assert a_id != b_id
