@@ -43,11 +43,13 @@ public struct SyncInstruction: Hashable, Sendable {
     public var element: ElementID?
     public var after: ElementID?
     /// upsert: the object, the clock of most of its fields, the fields whose clock differs, and
-    /// the element identities of each list property.
+    /// the sequence of each list property (its elements' identities, erased ones included, and
+    /// its clear watermark: what a device needs to place its own pending inserts as the server
+    /// will).
     public var object: Document?
     public var clock: Clock?
     public var fieldClocks: [String: Clock] = [:]
-    public var lists: [String: [ElementID]] = [:]
+    public var lists: [String: ListSequence] = [:]
 
     public init(_ op: SyncOp, _ className: String, _ primaryKey: Value, path: [PathElement] = [], value: Value? = nil,
                 element: ElementID? = nil, after: ElementID? = nil) {

@@ -4,8 +4,8 @@ import AtollStore
 /// The element identities of one list, in order, with the erased ones kept (RGA): what both
 /// sides of sync keep beside each list so that inserts, erases and sets name elements, not
 /// indexes, and every replica orders concurrent inserts alike (docs/protocol.md).
-public struct ListSequence: Sendable, Equatable {
-    public struct Entry: Sendable, Equatable {
+public struct ListSequence: Sendable, Hashable {
+    public struct Entry: Sendable, Hashable {
         public var id: ElementID
         public var alive: Bool
         /// The clock of the write that gave the element its value (insert or set).
@@ -103,6 +103,16 @@ public struct ListSequence: Sendable, Equatable {
     public init(ids: [ElementID], clock: Clock) {
         entries = ids.map { Entry(id: $0, alive: true, valueClock: clock) }
     }
+
+    /// A sequence as another replica holds it: its elements in order, those of them erased,
+    /// and its clear watermark.
+    public init(ids: [ElementID], erased: Set<ElementID>, clearedBefore: ElementID?, clock: Clock) {
+        entries = ids.map { Entry(id: $0, alive: !erased.contains($0), valueClock: clock) }
+        self.clearedBefore = clearedBefore
+    }
+
+    /// The identities of the erased elements, in order.
+    public var erasedIDs: [ElementID] { entries.filter { !$0.alive }.map(\.id) }
 
     // MARK: - Storage: compact JSON text,
     // {"clear": [ms, counter, node, n] | null, "entries": [[ms, counter, node, n, alive, vms, vcounter, vnode], ...]}

@@ -88,9 +88,16 @@ extension SyncInstruction {
             d["fieldClocks"] = .object(f)
         }
         if !lists.isEmpty {
-            var l = Document()
-            for (k, ids) in lists.sorted(by: { $0.key < $1.key }) { l[k] = .list(ids.map(\.value)) }
+            var l = Document(), erased = Document(), cleared = Document()
+            for (k, seq) in lists.sorted(by: { $0.key < $1.key }) {
+                l[k] = .list(seq.entries.map(\.id.value))
+                let dead = seq.erasedIDs
+                if !dead.isEmpty { erased[k] = .list(dead.map(\.value)) }
+                if let c = seq.clearedBefore { cleared[k] = c.value }
+            }
             d["lists"] = .object(l)
+            if !erased.isEmpty { d["erased"] = .object(erased) }
+            if !cleared.isEmpty { d["cleared"] = .object(cleared) }
         }
         return .object(d)
     }
@@ -150,13 +157,27 @@ extension SyncInstruction {
                     fieldClocks[k] = c
                 }
             }
+            func identities(_ field: String, _ v: Value) throws -> [ElementID] {
+                guard case .list(let ids) = v else { throw ProtocolError("instruction upsert: \"\(field)\" holds arrays") }
+                return try ids.map { id in
+                    guard let e = ElementID(id) else { throw ProtocolError("instruction upsert: a list element is not an element identity") }
+                    return e
+                }
+            }
+            var erased = [String: Set<ElementID>]()
+            if case .object(let es)? = f["erased"] {
+                for (k, v) in es { erased[k] = Set(try identities("erased", v)) }
+            }
+            var cleared = [String: ElementID]()
+            if case .object(let cs)? = f["cleared"] {
+                for (k, v) in cs {
+                    guard let e = ElementID(v) else { throw ProtocolError("instruction upsert: \"cleared\" holds element identities") }
+                    cleared[k] = e
+                }
+            }
             if case .object(let ls)? = f["lists"] {
                 for (k, v) in ls {
-                    guard case .list(let ids) = v else { throw ProtocolError("instruction upsert: \"lists\" holds arrays") }
-                    lists[k] = try ids.map { id in
-                        guard let e = ElementID(id) else { throw ProtocolError("instruction upsert: a list element is not an element identity") }
-                        return e
-                    }
+                    lists[k] = ListSequence(ids: try identities("lists", v), erased: erased[k] ?? [], clearedBefore: cleared[k], clock: c)
                 }
             }
         }

@@ -778,7 +778,7 @@ final class SyncApp: @unchecked Sendable {
 struct ObjectMetadata {
     var created: [String: Clock] = [:]
     var fields: [String: [String: Clock]] = [:]
-    var lists: [String: [String: [ElementID]]] = [:]
+    var lists: [String: [String: ListSequence]] = [:]
 
     /// For every object of a class, or for some keys of it.
     static func load(_ store: Store, className: String, key: String? = nil, keys: [Value]? = nil) throws -> ObjectMetadata {
@@ -802,7 +802,7 @@ struct ObjectMetadata {
             for row in try sql.rows("SELECT pk, path, elements FROM _atoll_sync_lists WHERE class = ?" + filter, args) {
                 if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let text) = row[2],
                    let seq = try? ListSequence(text: text) {
-                    meta.lists[pk, default: [:]][path] = seq.liveIDs
+                    meta.lists[pk, default: [:]][path] = seq
                 }
             }
         }
@@ -818,7 +818,7 @@ struct ObjectMetadata {
         // Lists the server has no identities for (written before sync knew them).
         for (name, value) in doc where lists[name] == nil {
             if case .list(let items) = value, !items.isEmpty, lists[name] == nil {
-                lists[name] = ListSequence(unnamed: items.count).liveIDs
+                lists[name] = ListSequence(unnamed: items.count)
             }
         }
         u.lists = lists

@@ -12,6 +12,8 @@ struct PendingIndex {
     var created: [ObjectID: Clock] = [:]
     var touched: Set<ObjectID> = []
     var lists: Set<String> = []
+    /// Per list (the `lists` key): its pending instructions in order, with their clocks.
+    var listOps: [String: [(instruction: SyncInstruction, clock: Clock)]] = [:]
     /// Pending counter adds per object and property: kept on top of a set that arrives.
     var adds: [ObjectID: [String: [(clock: Clock, delta: Int64)]]] = [:]
 
@@ -35,11 +37,19 @@ struct PendingIndex {
                 case .setClear, .dictionaryClear:
                     if let p = ins.property { fields[id, default: [:]][p + clearMark] = cs.clock }
                 case .listInsert, .listErase, .listSet, .listClear:
-                    if let p = ins.property { lists.insert("\(id.className)\u{0}\(keyText(id.primaryKey))\u{0}\(p)") }
+                    guard let p = ins.property else { break }
+                    let key = Self.listKey(id, p)
+                    lists.insert(key)
+                    listOps[key, default: []].append((ins, cs.clock))
                 default: break
                 }
             }
         }
+    }
+
+    /// The key of a list in `lists`.
+    static func listKey(_ id: ObjectID, _ property: String) -> String {
+        "\(id.className)\u{0}\(keyText(id.primaryKey))\u{0}\(property)"
     }
 
     /// Whether a pending write of this path (or of a path that contains it) is newer than `clock`.
@@ -111,8 +121,8 @@ struct Applier {
                     if batchClass != ins.className { try flushOrReplay() }
                     batchClass = ins.className
                     var lists = [String: ListSequence]()
-                    for (p, ids) in ins.lists where store.schema.classes.first(where: { $0.name == ins.className })?[property: p]?.isList == true {
-                        lists[p] = ListSequence(ids: ids, clock: ins.clock ?? .zero)
+                    for (p, seq) in ins.lists where store.schema.classes.first(where: { $0.name == ins.className })?[property: p]?.isList == true {
+                        lists[p] = seq
                     }
                     batch.append((doc, lists))
                     pendingBlocks.append(instructions[i..<(i + 1)])
@@ -271,13 +281,23 @@ struct Applier {
         var doc = Document()
         doc[pkName] = ins.primaryKey
         let key = keyText(ins.primaryKey)
+        var merged = [String: ListSequence]()
         for p in schema.properties where p.name != pkName && !p.isComputed {
             guard let value = object[p.name] else { continue }
             if linkLike(p) { continue }
-            let listKey = "\(id.className)\u{0}\(key)\u{0}\(p.name)"
-            if p.isList, pending.lists.contains(listKey) { continue }
-            if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) { continue }
-            doc[p.name] = value
+            switch p.collection {
+            case .list where pending.lists.contains(PendingIndex.listKey(id, p.name)):
+                let (values, seq) = try mergedList(ins, p.name, value, base)
+                doc[p.name] = .list(values)
+                merged[p.name] = seq
+            case .set where pending.fields[id] != nil:
+                doc[p.name] = try mergedSet(ins, p.name, value, base)
+            case .dictionary where pending.fields[id] != nil:
+                doc[p.name] = try mergedDictionary(ins, p.name, value, base)
+            default:
+                if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) { continue }
+                doc[p.name] = value
+            }
         }
         _ = try store.create(id.className, doc, update: .modified)
         // The server's value has none of the pending counter adds: those it will keep (newer than
@@ -288,10 +308,83 @@ struct Applier {
             if newer != 0 { try store.addInteger(id.className, primaryKey: ins.primaryKey, property: p, newer) }
         }
         for p in schema.properties where p.isList {
-            let listKey = "\(id.className)\u{0}\(key)\u{0}\(p.name)"
-            if pending.lists.contains(listKey) { continue }
-            try ClientTables.saveList(sql, id.className, key, p.name, ListSequence(ids: ins.lists[p.name] ?? [], clock: base))
+            if let seq = merged[p.name] {
+                try ClientTables.saveList(sql, id.className, key, p.name, seq)
+            } else if !pending.lists.contains(PendingIndex.listKey(id, p.name)) {
+                try ClientTables.saveList(sql, id.className, key, p.name, ins.lists[p.name] ?? ListSequence())
+            }
         }
+    }
+
+    // An upsert of an object with pending changes keeps them, element by element, where they
+    // are newer than the server's (as the server will when it integrates them); everything else
+    // is the server's.
+
+    /// A list as the server holds it with the device's pending list instructions replayed on
+    /// it, in order, by the rules the server will integrate them with.
+    private func mergedList(_ ins: SyncInstruction, _ property: String, _ server: Value,
+                            _ base: Clock) throws -> (values: [Value], seq: ListSequence) {
+        var seq = ins.lists[property] ?? ListSequence()
+        var values = [Value]()
+        if case .list(let items) = server { values = items }
+        guard values.count == seq.liveCount else {
+            throw ProtocolError("upsert of \(ins.className) \(keyText(ins.primaryKey)): \(property) has \(values.count) values for \(seq.liveCount) elements")
+        }
+        for (op, clock) in pending.listOps[PendingIndex.listKey(ins.objectID, property)] ?? [] {
+            switch op.op {
+            case .listInsert:
+                if let e = op.element, let i = seq.insert(e, after: op.after, clock: clock) { values.insert(op.value ?? .null, at: i) }
+            case .listErase:
+                if let e = op.element, let i = seq.erase(e) { values.remove(at: i) }
+            case .listSet:
+                if let e = op.element, let i = seq.set(e, clock: clock) { values[i] = op.value ?? .null }
+            default:
+                for i in seq.clear(before: op.element ?? ElementID(clock, .max)) { values.remove(at: i) }
+            }
+        }
+        return (values, seq)
+    }
+
+    /// A set's members: each as the server holds it, unless a pending add or remove of it (or a
+    /// pending clear) is newer than the server's write of it; then as the device holds it.
+    private func mergedSet(_ ins: SyncInstruction, _ property: String, _ server: Value, _ base: Clock) throws -> Value {
+        guard case .list(let serverMembers) = server else { return server }
+        var local = [Value]()
+        if case .list(let items)? = try store.value(ins.className, primaryKey: ins.primaryKey, property: property) { local = items }
+        let here = Set(local.map(keyText)), there = Set(serverMembers.map(keyText))
+        var out = [Value]()
+        var seen = Set<String>()
+        for v in serverMembers + local {
+            let text = keyText(v)
+            guard seen.insert(text).inserted else { continue }
+            let keep = pendingWins(ins, property + setSeparator + text, property, base) ? here.contains(text) : there.contains(text)
+            if keep { out.append(v) }
+        }
+        return .list(out)
+    }
+
+    /// A dictionary's entries: each as the server holds it, unless a pending write or erase of
+    /// its key (or a pending clear) is newer than the server's write of it.
+    private func mergedDictionary(_ ins: SyncInstruction, _ property: String, _ server: Value, _ base: Clock) throws -> Value {
+        guard case .object(let serverEntries) = server else { return server }
+        var local = Document()
+        if case .object(let d)? = try store.value(ins.className, primaryKey: ins.primaryKey, property: property) { local = d }
+        var out = Document()
+        for k in serverEntries.keys + local.keys where out[k] == nil {
+            let from = pendingWins(ins, property + dictionarySeparator + k, property, base) ? local : serverEntries
+            if let v = from[k] { out[k] = v }
+        }
+        return .object(out)
+    }
+
+    /// Whether a pending write of a set element or dictionary key (`path`), or a pending clear
+    /// of the collection, is newer than the server's write of that element or key.
+    private func pendingWins(_ ins: SyncInstruction, _ path: String, _ property: String, _ base: Clock) -> Bool {
+        guard let fields = pending.fields[ins.objectID] else { return false }
+        let server = ins.fieldClocks[path] ?? base
+        if let c = fields[path], c > server { return true }
+        if let c = fields[property + clearMark], c > server { return true }
+        return false
     }
 
     /// Whether a property holds links (written after the objects they point to exist).
@@ -308,11 +401,10 @@ struct Applier {
         guard let object = ins.object, let schema = store.schema.classes.first(where: { $0.name == id.className }),
               try store.object(id.className, primaryKey: ins.primaryKey) != nil else { return }
         let base = ins.clock ?? .zero
-        let key = keyText(ins.primaryKey)
         for p in schema.properties where linkLike(p) {
             guard let value = object[p.name] else { continue }
             if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) { continue }
-            if p.isList, pending.lists.contains("\(id.className)\u{0}\(key)\u{0}\(p.name)") { continue }
+            if p.isList, pending.lists.contains(PendingIndex.listKey(id, p.name)) { continue }
             var doc = Document()
             doc[pkName] = ins.primaryKey
             doc[p.name] = try present(value, p)

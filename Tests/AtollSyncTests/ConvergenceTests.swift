@@ -1,0 +1,351 @@
+import AtollJSON
+import AtollProtocol
+import AtollServer
+import AtollStore
+@testable import AtollSync
+import CJansson
+import Foundation
+import XCTest
+
+/// SplitMix64: the same seed gives the same operations and faults.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What SYNC.md's rules say the data must be, worked out by the test from the operations it
+/// made, without the engine's clocks: each kind of object is written so that its outcome is
+/// decided by one rule alone.
+///
+/// - `counter-*`: only counter adds, so the score is the sum of every client's adds.
+/// - `labels-*`: adds of values no one removes, removes of values no one adds: the set is the
+///   start, less what was removed, plus what was added.
+/// - `attrs-*`: dictionary key `c<i>` written only by client i: its last write (or erase) stays.
+/// - `tags-*`: list values appended once each, erased or moved only by the client that appended
+///   them: what was appended and not erased is there, once each.
+/// - `doomed-*`: erased once while others go on writing: deletes win, it is gone.
+/// - `shared-*`: anyone sets name, level and the embedded info: the name ends as one of the
+///   names written, and the last round proves last-writer-wins by clock, not by arrival.
+/// - `fresh-*`: created by any client, sometimes by two at once: it exists, merged.
+struct ConvergenceModel {
+    var scores: [String: Int64] = [:]
+    var labels: [String: Set<String>] = [:]
+    var attrs: [String: [String: String]] = [:]
+    var tags: [String: [String: Int]] = [:]
+    var doomed: Set<String> = []
+    var names: [String: Set<String>] = [:]
+    var created: Set<String> = []
+    var lastName: [String: String] = [:]
+}
+
+/// The randomized convergence harness (issue: proofs). N clients write at random to a few
+/// shared objects while their connections are cut and restored and the server restarts; at the
+/// end every replica and the server hold the same data, and it is what `ConvergenceModel` says.
+///
+/// Environment: `ATOLL_CONVERGENCE_SEED` (default 1), `ATOLL_CONVERGENCE_CLIENTS` (5),
+/// `ATOLL_CONVERGENCE_OPS` (300), `ATOLL_CONVERGENCE_RESTARTS` (2). The seed fixes the
+/// operations and the fault schedule; thread timing is the machine's, so a failure names its
+/// seed and is re-run with it.
+final class ConvergenceTests: XCTestCase {
+    static let schemaJSON = """
+    [{"name": "Item", "primaryKey": "_id", "properties": {"_id": "string", "name": "string?", "score": "int",
+      "level": "int", "tags": "string[]", "labels": "string<>", "attrs": "string{}", "info": "Info?"}},
+     {"name": "Info", "embedded": true, "properties": {"city": "string?", "zip": "int"}}]
+    """
+
+    final class Server {
+        let directory: String
+        var configuration = ServerConfiguration()
+        var server: SyncServer
+
+        init(directory: String) throws {
+            self.directory = directory
+            configuration.port = 0
+            configuration.dataDirectory = directory + "/server"
+            configuration.logLevel = .error
+            server = try SyncServer(configuration: configuration)
+            try server.start()
+            configuration.port = server.port
+        }
+
+        func stop() {
+            let s = server
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                await s.shutdown()
+                done.signal()
+            }
+            done.wait()
+        }
+
+        /// Stops and starts again on the same port and data.
+        func restart() throws {
+            stop()
+            server = try SyncServer(configuration: configuration)
+            try server.start()
+        }
+    }
+
+    struct Client {
+        let number: Int
+        let session: SyncSession
+        let store: Store
+        var paused = false
+    }
+
+    func testRandomClientsConvergeToWhatTheRulesSay() throws {
+        let env = ProcessInfo.processInfo.environment
+        let seed = UInt64(env["ATOLL_CONVERGENCE_SEED"] ?? "") ?? 1
+        let clientCount = max(2, Int(env["ATOLL_CONVERGENCE_CLIENTS"] ?? "") ?? 5)
+        let operations = max(10, Int(env["ATOLL_CONVERGENCE_OPS"] ?? "") ?? 300)
+        let restarts = max(0, Int(env["ATOLL_CONVERGENCE_RESTARTS"] ?? "") ?? 2)
+        print("convergence: seed \(seed), \(clientCount) clients, \(operations) operations, \(restarts) server restarts")
+        var random = SeededGenerator(state: seed)
+
+        let directory = NSTemporaryDirectory() + "atoll-convergence-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try Server(directory: directory)
+        defer { server.stop() }
+        let schema = try {
+            let json = try EJSON.load(Self.schemaJSON)
+            defer { json_decref(json) }
+            return try SchemaJSON.schema(json)
+        }()
+
+        var clients = [Client]()
+        for i in 0..<clientCount {
+            let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.server.url,
+                                                              metadataDirectory: directory + "/app\(i)", connectTimeout: 5))
+            let user = try runToCompletion { try await app.login(.anonymous) }
+            var sync = SyncConfiguration(mode: .flexible)
+            sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Item")]
+            let configuration = Configuration(path: directory + "/client\(i).realm", schema: schema)
+            let session = try SyncSession.open(user: user, storeConfiguration: configuration, sync: sync)
+            try session.waitForInitialDownload(timeout: 30)
+            clients.append(Client(number: i, session: session, store: try Store(configuration)))
+        }
+        defer { for c in clients { c.store.close(); c.session.release() } }
+
+        // The objects every rule is tried on, made by client 0 and seen by all before the run.
+        var model = ConvergenceModel()
+        let first = clients[0].store
+        let startLabels = (0..<6).map { "r\($0)" }
+        try first.write {
+            for n in 0..<2 {
+                _ = try first.create("Item", ["_id": .string("counter-\(n)"), "score": .int(0)])
+                model.scores["counter-\(n)"] = 0
+                _ = try first.create("Item", ["_id": .string("labels-\(n)"), "labels": .list(startLabels.map { .string($0) })])
+                model.labels["labels-\(n)"] = Set(startLabels)
+                _ = try first.create("Item", ["_id": .string("attrs-\(n)")])
+                model.attrs["attrs-\(n)"] = [:]
+                _ = try first.create("Item", ["_id": .string("tags-\(n)")])
+                model.tags["tags-\(n)"] = [:]
+                _ = try first.create("Item", ["_id": .string("doomed-\(n)"), "name": .string("start")])
+            }
+            for n in 0..<3 {
+                _ = try first.create("Item", ["_id": .string("shared-\(n)"), "name": .string("start"),
+                                              "info": .object(["city": .string("start")])])
+                model.names["shared-\(n)"] = ["start"]
+            }
+        }
+        try settle(clients)
+
+        // The run: random operations on random clients, cuts and resumes, server restarts.
+        let restartAt = Set((0..<restarts).map { (operations * ($0 + 1)) / (restarts + 1) })
+        var faults = 0
+        var counter = 0
+        func unique(_ c: Client) -> String {
+            counter += 1
+            return "c\(c.number)-\(counter)"
+        }
+        for step in 0..<operations {
+            if restartAt.contains(step) {
+                try server.restart()
+                faults += 1
+            }
+            let i = Int.random(in: 0..<clients.count, using: &random)
+            if Int.random(in: 0..<20, using: &random) == 0 {
+                if clients[i].paused { clients[i].session.resume() } else { clients[i].session.pause() }
+                clients[i].paused.toggle()
+                faults += 1
+            }
+            let c = clients[i]
+            let store = c.store
+            _ = try store.refresh()
+            let n = Int.random(in: 0..<2, using: &random)
+            try store.write {
+                for _ in 0...Int.random(in: 0..<3, using: &random) {
+                    switch Int.random(in: 0..<9, using: &random) {
+                    case 0:
+                        let delta = Int64.random(in: -5...10, using: &random)
+                        try store.addInteger("Item", primaryKey: .string("counter-\(n)"), property: "score", delta)
+                        model.scores["counter-\(n)", default: 0] += delta
+                    case 1:
+                        let key = "labels-\(n)"
+                        if Bool.random(using: &random) {
+                            let v = unique(c)
+                            _ = try store.setInsert("Item", primaryKey: .string(key), property: "labels", .string(v))
+                            model.labels[key, default: []].insert(v)
+                        } else {
+                            let v = startLabels[Int.random(in: 0..<startLabels.count, using: &random)]
+                            _ = try store.setErase("Item", primaryKey: .string(key), property: "labels", .string(v))
+                            model.labels[key]?.remove(v)
+                        }
+                    case 2:
+                        let key = "attrs-\(n)"
+                        if Int.random(in: 0..<4, using: &random) == 0 {
+                            _ = try store.dictionaryErase("Item", primaryKey: .string(key), property: "attrs", key: "c\(c.number)")
+                            model.attrs[key]?["c\(c.number)"] = nil
+                        } else {
+                            let v = unique(c)
+                            try store.dictionarySet("Item", primaryKey: .string(key), property: "attrs", key: "c\(c.number)", .string(v))
+                            model.attrs[key, default: [:]]["c\(c.number)"] = v
+                        }
+                    case 3:
+                        let key = "tags-\(n)"
+                        guard case .list(let items)? = try store.value("Item", primaryKey: .string(key), property: "tags") else { break }
+                        let own = items.indices.filter { items[$0].stringValue?.hasPrefix("c\(c.number)-") == true }
+                        switch Int.random(in: 0..<4, using: &random) {
+                        case 0 where !own.isEmpty:
+                            let at = own[Int.random(in: 0..<own.count, using: &random)]
+                            try store.listErase("Item", primaryKey: .string(key), property: "tags", at: at)
+                            if let v = items[at].stringValue { model.tags[key]?[v] = nil }
+                        case 1 where !own.isEmpty:
+                            let from = own[Int.random(in: 0..<own.count, using: &random)]
+                            try store.listMove("Item", primaryKey: .string(key), property: "tags", from: from,
+                                               to: Int.random(in: 0..<items.count, using: &random))
+                        default:
+                            let v = unique(c)
+                            try store.listInsert("Item", primaryKey: .string(key), property: "tags", .string(v),
+                                                 at: Int.random(in: 0...items.count, using: &random))
+                            model.tags[key, default: [:]][v] = 1
+                        }
+                    case 4:
+                        let key = "doomed-\(n)"
+                        guard try store.object("Item", primaryKey: .string(key)) != nil else { break }
+                        if Int.random(in: 0..<6, using: &random) == 0 {
+                            try store.delete("Item", primaryKey: .string(key))
+                            model.doomed.insert(key)
+                        } else {
+                            _ = try store.create("Item", ["_id": .string(key), "name": .string(unique(c)),
+                                                          "level": .int(Int64(counter))], update: .modified)
+                            try store.listInsert("Item", primaryKey: .string(key), property: "tags", .string(unique(c)), at: 0)
+                        }
+                    case 5, 6:
+                        let key = "shared-\(Int.random(in: 0..<3, using: &random))"
+                        let v = unique(c)
+                        var doc: Document = ["_id": .string(key), "name": .string(v)]
+                        if Bool.random(using: &random) { doc["level"] = .int(Int64(counter)) }
+                        if Bool.random(using: &random) { doc["info"] = .object(["city": .string(v), "zip": .int(Int64(counter))]) }
+                        _ = try store.create("Item", doc, update: .modified)
+                        model.names[key, default: []].insert(v)
+                    case 7:
+                        let key = "fresh-\(Int.random(in: 0..<(operations / 10 + 1), using: &random))"
+                        let v = unique(c)
+                        if try store.object("Item", primaryKey: .string(key)) == nil {
+                            _ = try store.create("Item", ["_id": .string(key), "name": .string(v), "tags": .list([.string(v)])])
+                            model.tags[key, default: [:]][v] = 1
+                        } else {
+                            _ = try store.create("Item", ["_id": .string(key), "name": .string(v)], update: .modified)
+                        }
+                        model.created.insert(key)
+                        model.names[key, default: []].insert(v)
+                    default:
+                        let key = "shared-\(Int.random(in: 0..<3, using: &random))"
+                        _ = try store.addInteger("Item", primaryKey: .string(key), property: "score", 1)
+                    }
+                }
+            }
+        }
+
+        // Last writer wins by clock, not by arrival: a paused client writes each shared name
+        // first, a connected one later; the older write arrives last and must lose.
+        let older = clients[0], newer = clients[1]
+        for c in [older, newer] where !clients[c.number].paused {
+            c.session.pause()
+            clients[c.number].paused = true
+        }
+        newer.session.resume()
+        clients[newer.number].paused = false
+        try older.store.write {
+            for n in 0..<3 { _ = try older.store.create("Item", ["_id": .string("shared-\(n)"), "name": .string("older-\(n)")], update: .modified) }
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        _ = try newer.store.refresh()
+        try newer.store.write {
+            for n in 0..<3 {
+                _ = try newer.store.create("Item", ["_id": .string("shared-\(n)"), "name": .string("newer-\(n)")], update: .modified)
+                model.lastName["shared-\(n)"] = "newer-\(n)"
+            }
+        }
+        try newer.session.waitForUpload(timeout: 60)
+
+        for i in clients.indices where clients[i].paused {
+            clients[i].session.resume()
+            clients[i].paused = false
+        }
+        try settle(clients)
+
+        // Every replica and the server hold the same data...
+        let serverStore = try Store(Configuration(path: server.configuration.dataDirectory + "/default/data.realm"))
+        defer { serverStore.close() }
+        let expected = try Self.canonical(serverStore)
+        for c in clients {
+            _ = try c.store.refresh()
+            let got = try Self.canonical(c.store)
+            let differences = Set(got).symmetricDifference(expected).sorted()
+            XCTAssertTrue(differences.isEmpty, "seed \(seed): client \(c.number) differs from the server:\n"
+                          + differences.map { (got.contains($0) ? "  client: " : "  server: ") + $0 }.joined(separator: "\n"))
+        }
+        // ...and it is what the rules say.
+        let objects = Dictionary(try serverStore.objects("Item").documents().compactMap { d in d["_id"]?.stringValue.map { ($0, d) } },
+                                 uniquingKeysWith: { a, _ in a })
+        for (key, score) in model.scores { XCTAssertEqual(objects[key]?["score"], .int(score), "seed \(seed): \(key)") }
+        for (key, labels) in model.labels {
+            guard case .list(let got)? = objects[key]?["labels"] else { XCTFail("seed \(seed): \(key) has no labels"); continue }
+            XCTAssertEqual(Set(got.compactMap(\.stringValue)), labels, "seed \(seed): \(key)")
+        }
+        for (key, attrs) in model.attrs {
+            guard case .object(let got)? = objects[key]?["attrs"] else { XCTFail("seed \(seed): \(key) has no attrs"); continue }
+            XCTAssertEqual(Dictionary(uniqueKeysWithValues: got.map { ($0.0, $0.1.stringValue ?? "") }), attrs, "seed \(seed): \(key)")
+        }
+        for (key, tags) in model.tags {
+            guard case .list(let got)? = objects[key]?["tags"] else { XCTFail("seed \(seed): \(key) has no tags"); continue }
+            XCTAssertEqual(got.compactMap(\.stringValue).sorted(), tags.keys.sorted(), "seed \(seed): \(key)")
+        }
+        for key in model.doomed { XCTAssertNil(objects[key], "seed \(seed): \(key) was erased: deletes win") }
+        for key in model.created { XCTAssertNotNil(objects[key], "seed \(seed): \(key) was created") }
+        for (key, names) in model.names where model.lastName[key] == nil {
+            XCTAssertTrue(objects[key]?["name"]?.stringValue.map(names.contains) ?? false, "seed \(seed): \(key)'s name was never written")
+        }
+        for (key, name) in model.lastName { XCTAssertEqual(objects[key]?["name"], .string(name), "seed \(seed): \(key): the newest write wins") }
+        print("convergence: seed \(seed): \(clientCount) replicas and the server checked on \(objects.count) objects; \(faults) faults injected")
+    }
+
+    /// Waits until every client has uploaded and downloaded everything (twice over: a download
+    /// may make another client's rebase upload).
+    func settle(_ clients: [Client]) throws {
+        for _ in 0..<2 {
+            for c in clients { try c.session.waitForUpload(timeout: 60) }
+            for c in clients { try c.session.waitForDownload(timeout: 60) }
+        }
+    }
+
+    /// Every Item as sorted JSON lines, sets sorted (their order is each replica's own).
+    static func canonical(_ store: Store) throws -> [String] {
+        try store.objects("Item").documents().map { doc -> String in
+            var d = doc
+            if case .list(let labels)? = d["labels"] {
+                d["labels"] = .list(labels.sorted { EJSON.serialize($0) < EJSON.serialize($1) })
+            }
+            return EJSON.serialize(.object(d))
+        }.sorted()
+    }
+}
