@@ -3,21 +3,10 @@ import AtollProtocol
 import AtollServer
 import AtollStore
 @testable import AtollSync
+import AtollTestSupport
 import CJansson
 import Foundation
 import XCTest
-
-/// SplitMix64: the same seed gives the same operations and faults.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// What SYNC.md's rules say the data must be, worked out by the test from the operations it
 /// made, without the engine's clocks: each kind of object is written so that its outcome is
@@ -106,7 +95,7 @@ final class ConvergenceTests: XCTestCase {
         let operations = max(10, Int(env["ATOLL_CONVERGENCE_OPS"] ?? "") ?? 300)
         let restarts = max(0, Int(env["ATOLL_CONVERGENCE_RESTARTS"] ?? "") ?? 2)
         print("convergence: seed \(seed), \(clientCount) clients, \(operations) operations, \(restarts) server restarts")
-        var random = SeededGenerator(state: seed)
+        var random = SplitMix64(seed: seed)
 
         let directory = NSTemporaryDirectory() + "atoll-convergence-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
