@@ -49,14 +49,17 @@ final class Session {
 /// One app's sync engine: its store, history and sessions. Everything runs on `queue`, one
 /// message at a time, so integration is serial and sessions need no locks.
 final class SyncApp: @unchecked Sendable {
-    let configuration: AppConfiguration
+    /// Changed only on the queue (the admin API replaces the rules).
+    var configuration: AppConfiguration
     let queue: DispatchQueue
     let log: Logger
     let metrics: Metrics
     let path: String
     private(set) var store: Store
-    private(set) var latestVersion: UInt64 = 0
-    private var sessions: [ObjectIdentifier: [Int64: Session]] = [:]
+    var latestVersion: UInt64 = 0
+    private(set) var sessions: [ObjectIdentifier: [Int64: Session]] = [:]
+    /// The last sync errors sent, for the admin console (SyncApp+Admin.swift).
+    var recentErrors = RecentSyncErrors()
     /// Session numbers whose bind failed, per connection: messages the client sent for them
     /// before it learned of the failure (its query, its uploads) are dropped, not an error.
     private var failedBinds: [ObjectIdentifier: Set<Int64>] = [:]
@@ -159,6 +162,7 @@ final class SyncApp: @unchecked Sendable {
 
     private func fail(_ connection: SyncConnection, _ error: SyncErrorMessage) {
         metrics.error(error.code.rawValue)
+        recentErrors.add(error, user: connection.user.id)
         log.info("sync error", ["app": configuration.id, "user": connection.user.id, "code": error.code.rawValue, "message": error.message])
         connection.send(error.wireValue)
         if error.code == .badMessage { connection.close(code: 1002, reason: "bad message") }
@@ -327,6 +331,7 @@ final class SyncApp: @unchecked Sendable {
         }
         if let error {
             metrics.error(SyncErrorCode.invalidFlexibleSyncSubscriptions.rawValue)
+            recentErrors.add(SyncErrorMessage(.invalidFlexibleSyncSubscriptions, error, session: s.number), user: s.user.id)
             s.connection.send(.doc(["type": .string("queryError"), "session": .int(s.number), "version": .int(version), "message": .string(error)]))
             return
         }
@@ -622,6 +627,7 @@ final class SyncApp: @unchecked Sendable {
         let error = SyncErrorMessage(.writeRejected, "\(rejected.count) write(s) refused: " + (rejected.first?.reason ?? ""),
                                      session: s.number, compensatingWrites: rejected)
         metrics.error(error.code.rawValue)
+        recentErrors.add(error, user: s.user.id)
         s.connection.send(error.wireValue)
         var texts = [String]()
         for r in rejected {
@@ -640,7 +646,8 @@ final class SyncApp: @unchecked Sendable {
     }
 
     /// Sends each ready session what one integrated changeset changed in its view.
-    private func fanOut(_ effects: [SyncInstruction], version: UInt64, clock: Clock, origin: Session,
+    /// `origin` is the uploading session (nil for an edit made in the admin console).
+    func fanOut(_ effects: [SyncInstruction], version: UInt64, clock: Clock, origin: Session?,
                         changesetText: String? = nil) throws {
         var order = [ObjectID]()
         var byObject = [ObjectID: [SyncInstruction]]()
