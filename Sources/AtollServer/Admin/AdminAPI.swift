@@ -257,7 +257,7 @@ final class AdminAPI: Sendable {
                 "rulesSavedByAdmin": .bool(savedRules),
                 "auth": .doc(["providers": .list(providers), "accessTokenLifetime": .double(c.accessTokenLifetime),
                               "refreshTokenLifetime": .double(c.refreshTokenLifetime)]),
-                "authSaved": savedAuth ? (conf.auth ?? .null) : .null,
+                "authSaved": savedAuth ? (try? EJSON.parse(String(decoding: FileManager.default.contents(atPath: dataDirectory + "/" + id + "/" + Self.authFile) ?? Data(), as: UTF8.self))) ?? .null : .null,
                 "serverVersion": .int(Int64(sync.latestVersion)),
             ])
         }
