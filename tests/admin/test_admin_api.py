@@ -12,6 +12,15 @@ from conftest import (ADMIN_KEY, OPEN_RULES, OWNER_RULES, Server, admin, config,
                       open_all, received, start_server, task, wait_until)
 
 
+# MARK: - The page in the binary
+
+def test_the_embedded_page_is_the_one_in_admin_console() -> None:
+    import subprocess
+    from conftest import REPO_ROOT
+    r = subprocess.run([str(REPO_ROOT / "admin" / "embed.sh"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 # MARK: - The key
 
 def test_a_key_is_made_at_first_start_printed_saved_and_kept(tmp_path: Path) -> None:
