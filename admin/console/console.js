@@ -139,12 +139,23 @@ async function renderApps() {
     el("h3", {}, "Schema"),
     table(["Class", "Primary key", "Properties"], a.schema.map(c =>
       el("tr", {}, el("td", {}, c.name + (c.embedded ? " (embedded)" : "")), el("td", {}, c.primaryKey || ""),
-         el("td", {}, Object.entries(c.properties || {}).map(([n, t]) => n + ": " + (typeof t === "string" ? t : JSON.stringify(t))).join(", "))))));
+         el("td", {}, Object.entries(c.properties || {}).map(([n, t]) => n + ": " + typeText(t)).join(", "))))));
   if (document.activeElement !== $("rules-text")) $("rules-text").value = JSON.stringify(a.rules, null, 2);
   if (document.activeElement !== $("auth-text")) {
     $("auth-text").value = JSON.stringify(a.authSaved || { providers: a.auth.providers.map(p => p.type) }, null, 2);
   }
   $("rules-origin").textContent = a.rulesSavedByAdmin ? "saved from this console (in the app's data directory)" : "from the config file";
+}
+
+// A schema property as Realm JS writes it short: "int?", "string[]", "Dog?", "Dog<>".
+function typeText(t) {
+  if (typeof t === "string") return t;
+  const inner = t.objectType || t.type;
+  if (t.type === "list") return inner + "[]";
+  if (t.type === "set") return inner + "<>";
+  if (t.type === "dictionary") return inner + "{}";
+  if (t.type === "linkingObjects") return "linkingObjects(" + t.objectType + "." + t.property + ")";
+  return (t.type === "object" ? t.objectType : t.type) + (t.optional ? "?" : "");
 }
 
 async function saveRules() {
