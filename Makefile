@@ -3,7 +3,8 @@
 #   make deps    Debian packages (only the missing ones; needs root) and .venv with pytest, websockets
 #   make build   swift build -c $(SWIFT_CONFIG), then CMake configure + build in build/ (the
 #                library, the C examples and tests, and the atoll command as build/bin/atoll)
-#   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli, tests/net)
+#   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli, tests/net,
+#                tests/admin: the admin console in headless chromium, screenshots in build/admin-screenshots)
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, the atoll command on one of them, and the sync demo: an
 #                atoll-server with a C, a Python and a Swift host as three users
@@ -33,8 +34,10 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # The network layer (AtollNet): wslay, http-parser, OpenSSL; its tests and benchmark use the
 # openssl and curl commands and wrk.
 DEB_PACKAGES := libsqlite3-dev libjansson-dev cmake pkg-config python3-venv python3-pip \
-    libwslay-dev libhttp-parser-dev libssl-dev openssl curl wrk
-PYTHON_TOOLS := pytest websockets
+    libwslay-dev libhttp-parser-dev libssl-dev openssl curl wrk chromium
+# playwright drives Debian's chromium for the admin console's tests (tests/admin); its wheel
+# carries its own driver, and the tests never download a browser.
+PYTHON_TOOLS := pytest websockets playwright
 # The Debian python, when there is one: a pyenv shim earlier in PATH has no Debian venv/pip.
 SYSTEM_PYTHON := $(if $(wildcard /usr/bin/python3),/usr/bin/python3,$(shell command -v python3))
 LIBATOLL := $(CURDIR)/.build/$(SWIFT_CONFIG)/libatoll.so
@@ -46,6 +49,10 @@ ATOLL_NET_PEER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-net-peer
 ATOLL_SERVER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-server
 # The atoll command's tests run the staged program (SwiftPM's atoll-cli, named as installed).
 CLI_TESTS := tests/cli
+# The admin API and console (real server, Python sync clients, headless chromium); screenshots of
+# each view go to ADMIN_SCREENSHOTS.
+ADMIN_TESTS := tests/admin
+ADMIN_SCREENSHOTS := $(CURDIR)/$(BUILD_DIR)/admin-screenshots
 ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
 
 .PHONY: deps build test demo bench bench-net bench-sync memcheck-net install clean distclean
@@ -96,6 +103,9 @@ test: deps build
 	    || failed="$$failed pytest"; \
 	echo "== pytest $(NET_TESTS) (ATOLL_NET_PEER=$(ATOLL_NET_PEER))"; \
 	ATOLL_NET_PEER=$(ATOLL_NET_PEER) $(VENV)/bin/pytest -q $(NET_TESTS) || failed="$$failed net-tests"; \
+	echo "== pytest $(ADMIN_TESTS) (screenshots in $(ADMIN_SCREENSHOTS))"; \
+	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) ATOLL_SCREENSHOTS=$(ADMIN_SCREENSHOTS) \
+	    $(VENV)/bin/pytest -q -s $(ADMIN_TESTS) || failed="$$failed admin-tests"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
 

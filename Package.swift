@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "AtollJSON", dependencies: ["AtollStore", "CJansson"]),
         .target(name: "AtollProtocol", dependencies: ["AtollStore", "AtollJSON", "CJansson"]),
         .target(name: "AtollAuth", dependencies: ["AtollStore", "AtollJSON", "AtollNet", "COpenSSL", "CJansson"]),
-        .target(name: "AtollServer", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson"]),
+        .target(name: "AtollServer", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson", "COpenSSL"]),
         .target(name: "AtollSync", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson"]),
         .executableTarget(name: "atoll-server", dependencies: ["AtollServer", "AtollNet", "AtollJSON", "AtollStore"]),
         .target(name: "Atoll", dependencies: ["AtollStore", "AtollSync", "AtollProtocol"]),

@@ -12,12 +12,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 server_pid=$!
 trap 'kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
-    [[ -s $work/server.out ]] && break
+    [[ $(wc -l <"$work/server.out") -ge 3 ]] && break
     sleep 0.1
 done
 url=$(sed -n 's/^listening on //p' "$work/server.out" | head -1)
 [[ -n $url ]] || { echo "sync-demo: atoll-server did not start" >&2; exit 1; }
 echo "atoll-server: $url (apps: chat = flexible sync, rooms = partition sync; owner-only rules)"
+# The admin console: its address and the key this start made (lines 2 and 3 of the server's output).
+sed -n 's/^admin console: /admin console: /p; s/^admin key: /admin key: /p' "$work/server.out"
 
 status=0
 for pair in chat:flexible rooms:partition; do

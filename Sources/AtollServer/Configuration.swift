@@ -25,6 +25,9 @@ public struct AppConfiguration: Sendable {
     /// Per class, more queryable fields.
     public var classQueryableFields: [String: Set<String>] = [:]
     public var rules: Rules
+    /// The `"rules"` as the config (or the admin console's saved rules) wrote them, shown by the
+    /// admin API; nil for the open rules of the default app.
+    public var rulesSource: Value?
     /// The `"auth"` part of the config, read by the app API.
     public var auth: Value?
 
@@ -104,6 +107,7 @@ public struct AppConfiguration: Sendable {
         }
         if let rules = d["rules"] {
             self.rules = try Rules(json: rules)
+            rulesSource = rules
             if let defaults = d["defaultRule"] ?? d["default_rule"] { self.rules.defaultRoles = try Rules.roles(defaults, context: "default_rule") }
         } else if !developmentMode {
             throw AtollError(.invalidArgument, "app \(id): an app with a fixed schema needs \"rules\" (use {\"default\": {\"roles\": [{\"name\": \"all\", \"read\": true, \"write\": true}]}} to allow everything)")
@@ -123,6 +127,9 @@ public struct ServerConfiguration: Sendable {
     public var maxMessageBytes = 16 << 20
     /// Uploads a connection may send per second before `tooManyMessages` (0: no limit).
     public var maxUploadsPerSecond = 0
+    /// The admin console's key (`"admin": {"key": "..."}`); nil: the key in the data directory's
+    /// `admin.key`, made on first start (docs/admin-api.md).
+    public var adminKey: String?
 
     public init() {}
 
@@ -146,6 +153,15 @@ public struct ServerConfiguration: Sendable {
         }
         if case .int(let n)? = d["maxMessageBytes"], n > 1024 { maxMessageBytes = Int(n) }
         if case .int(let n)? = d["maxUploadsPerSecond"], n >= 0 { maxUploadsPerSecond = Int(n) }
+        if let admin = d["admin"] {
+            guard case .object(let a) = admin, case .string(let key)? = a["key"] else {
+                throw AtollError(.invalidArgument, "admin: must be {\"key\": \"...\"}")
+            }
+            guard key.utf8.count >= 16, key.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+                throw AtollError(.invalidArgument, "admin.key: at least 16 characters, ASCII, no spaces")
+            }
+            adminKey = key
+        }
         if case .list(let items)? = d["apps"] {
             apps = try items.map { try AppConfiguration(json: $0) }
             var seen = Set<String>()

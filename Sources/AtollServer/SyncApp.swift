@@ -49,14 +49,17 @@ final class Session {
 /// One app's sync engine: its store, history and sessions. Everything runs on `queue`, one
 /// message at a time, so integration is serial and sessions need no locks.
 final class SyncApp: @unchecked Sendable {
-    let configuration: AppConfiguration
+    /// Changed only on the queue (the admin API replaces the rules).
+    var configuration: AppConfiguration
     let queue: DispatchQueue
     let log: Logger
     let metrics: Metrics
     let path: String
     private(set) var store: Store
-    private(set) var latestVersion: UInt64 = 0
-    private var sessions: [ObjectIdentifier: [Int64: Session]] = [:]
+    var latestVersion: UInt64 = 0
+    private(set) var sessions: [ObjectIdentifier: [Int64: Session]] = [:]
+    /// The last sync errors sent, for the admin console (SyncApp+Admin.swift).
+    var recentErrors = RecentSyncErrors()
     /// Session numbers whose bind failed, per connection: messages the client sent for them
     /// before it learned of the failure (its query, its uploads) are dropped, not an error.
     private var failedBinds: [ObjectIdentifier: Set<Int64>] = [:]
@@ -159,6 +162,7 @@ final class SyncApp: @unchecked Sendable {
 
     private func fail(_ connection: SyncConnection, _ error: SyncErrorMessage) {
         metrics.error(error.code.rawValue)
+        recentErrors.add(error, user: connection.user.id)
         log.info("sync error", ["app": configuration.id, "user": connection.user.id, "code": error.code.rawValue, "message": error.message])
         connection.send(error.wireValue)
         if error.code == .badMessage { connection.close(code: 1002, reason: "bad message") }
@@ -327,6 +331,7 @@ final class SyncApp: @unchecked Sendable {
         }
         if let error {
             metrics.error(SyncErrorCode.invalidFlexibleSyncSubscriptions.rawValue)
+            recentErrors.add(SyncErrorMessage(.invalidFlexibleSyncSubscriptions, error, session: s.number), user: s.user.id)
             s.connection.send(.doc(["type": .string("queryError"), "session": .int(s.number), "version": .int(version), "message": .string(error)]))
             return
         }
@@ -563,12 +568,8 @@ final class SyncApp: @unchecked Sendable {
                 if !result.effects.isEmpty {
                     version = latestVersion + 1
                     effects = EncodedEffects(result.effects, serverVersion: version, clock: cs.clock)
-                    let text = effects.changesetText
-                    try store.withMetadata { sql in
-                        try sql.execute("INSERT INTO _atoll_sync_history VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                        [.int(Int64(version)), .int(s.file), .int(Int64(cs.clientVersion)), .string(cs.clock.description),
-                                         .string(s.user.id), .int(Int64(Date().timeIntervalSince1970 * 1000)), .string(text)])
-                    }
+                    try appendHistory(version: version, file: s.file, clientVersion: cs.clientVersion, clock: cs.clock,
+                                      user: s.user.id, effects: effects)
                 }
                 try store.withMetadata { sql in
                     try sql.execute("UPDATE _atoll_sync_files SET upload_cursor = ? WHERE ident = ?", [.int(Int64(cs.clientVersion)), .int(s.file)])
@@ -587,6 +588,17 @@ final class SyncApp: @unchecked Sendable {
             }
         }
         s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
+    }
+
+    /// Records an integrated changeset's effects as history version `version` (in the open
+    /// write transaction): what returning clients catch up from.
+    func appendHistory(version: UInt64, file: Int64, clientVersion: UInt64, clock: Clock, user: String,
+                       effects: EncodedEffects) throws {
+        try store.withMetadata { sql in
+            try sql.execute("INSERT INTO _atoll_sync_history VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            [.int(Int64(version)), .int(file), .int(Int64(clientVersion)), .string(clock.description),
+                             .string(user), .int(Int64(Date().timeIntervalSince1970 * 1000)), .string(effects.changesetText)])
+        }
     }
 
     /// Which of a class's objects (as they are now in the store) the session's user may not
@@ -621,6 +633,7 @@ final class SyncApp: @unchecked Sendable {
         let error = SyncErrorMessage(.writeRejected, "\(rejected.count) write(s) refused: " + (rejected.first?.reason ?? ""),
                                      session: s.number, compensatingWrites: rejected)
         metrics.error(error.code.rawValue)
+        recentErrors.add(error, user: s.user.id)
         s.connection.send(error.wireValue)
         var texts = [String]()
         for r in rejected {
@@ -639,7 +652,8 @@ final class SyncApp: @unchecked Sendable {
     }
 
     /// Sends each ready session what one integrated changeset changed in its view.
-    private func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session) throws {
+    /// `origin` is the uploading session (nil for an edit made in the admin console).
+    func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session?) throws {
         let order = effects.order
         let byObject = effects.byObject
         var keysByClass = [String: [Value]]()

@@ -76,6 +76,9 @@ public final class SyncServer: @unchecked Sendable {
     let http: HTTPServer
     let apps: [String: SyncApp]
     let auth: [String: AuthService]
+    /// The admin console's key (docs/admin-api.md); there is always one.
+    public let adminKey: AdminKey
+    let metricsHistory: MetricsHistory
 
     /// Opens every app's data (creating the directories) and sets up the routes.
     /// - Parameter authHooks: configures an app's auth before it is created (tests give
@@ -93,7 +96,8 @@ public final class SyncServer: @unchecked Sendable {
         self.http = try HTTPServer(configuration: http)
         var apps = [String: SyncApp]()
         var auth = [String: AuthService]()
-        for app in configuration.apps {
+        for configured in configuration.apps {
+            let app = try AdminAPI.applySaved(to: configured, dataDirectory: configuration.dataDirectory)
             let directory = configuration.dataDirectory + "/" + app.id
             apps[app.id] = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics)
             var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0) } ?? AuthConfiguration(appId: app.id)
@@ -102,14 +106,21 @@ public final class SyncServer: @unchecked Sendable {
         }
         self.apps = apps
         self.auth = auth
+        adminKey = try AdminKey.load(configured: configuration.adminKey, dataDirectory: configuration.dataDirectory)
+        metricsHistory = MetricsHistory(metrics: metrics)
         installRoutes()
+        AdminAPI(key: adminKey, apps: apps, auth: auth, dataDirectory: configuration.dataDirectory,
+                 history: metricsHistory).install(on: self.http)
     }
 
     public var port: Int { http.port }
     public var url: String { http.url }
+    /// The admin console's page.
+    public var adminURL: String { http.url + "/admin" }
 
     public func start() throws {
         try http.start()
+        metricsHistory.start()
         log.info("listening", ["url": url, "apps": apps.keys.sorted().joined(separator: ","), "data": configuration.dataDirectory])
     }
 
@@ -117,6 +128,7 @@ public final class SyncServer: @unchecked Sendable {
     /// integration in progress to commit, and closes the stores.
     public func shutdown() async {
         await http.shutdown()
+        metricsHistory.stop()
         for app in apps.values { app.close() }
         for service in auth.values { service.close() }
         log.info("stopped")

@@ -66,6 +66,14 @@ do {
     fail("\(error)")
 }
 FileHandle.standardOutput.write(Data("listening on \(server.url)\n".utf8))
+// The admin console (docs/admin-api.md): its address, and its key when this start made it.
+var keyLine: String
+switch server.adminKey.source {
+case .config: keyLine = "admin key: the one in the config file (\"admin\": {\"key\"})"
+case .file(let path, created: true): keyLine = "admin key: \(server.adminKey.key) (new; saved in \(path))"
+case .file(let path, created: false): keyLine = "admin key: in \(path)"
+}
+FileHandle.standardOutput.write(Data("admin console: \(server.adminURL)\n\(keyLine)\n".utf8))
 
 // SIGINT and SIGTERM: a graceful shutdown (what was acknowledged is committed already).
 signal(SIGINT, SIG_IGN)

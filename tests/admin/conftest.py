@@ -1,0 +1,197 @@
+"""The admin console's tests: a real atoll-server (ATOLL_SERVER, default
+.build/release/atoll-server) on a free port, real sync clients (the Python binding, with
+ATOLL_LIBRARY), and for the page a real headless Chromium (CHROMIUM, default `chromium` on PATH)
+driven by Playwright. A missing server, library or browser fails the tests; it does not skip them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(REPO_ROOT / "bindings" / "python" / "src"))
+os.environ.setdefault("ATOLL_LIBRARY", str(REPO_ROOT / ".build" / "release" / "libatoll.so"))
+
+import atoll  # noqa: E402
+
+SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
+ADMIN_KEY = "test-admin-key-0123456789"
+
+TASK = {"name": "Task", "primaryKey": "_id",
+        "properties": {"_id": "string", "name": "string", "priority": "int", "owner_id": "string?",
+                       "done": "bool", "tags": "string[]"}}
+SCHEMA = [TASK]
+ALL = ("all", "Task", "TRUEPREDICATE")
+OWNER_RULES = {"Task": {"roles": [{"name": "owner", "read": "owner_id == %user.id",
+                                   "write": "owner_id == %user.id"}]}}
+OPEN_RULES = {"default": {"roles": [{"name": "all", "read": True, "write": True}]}}
+
+
+def config(rules: Dict[str, Any] = OPEN_RULES, admin: bool = True) -> Dict[str, Any]:
+    """One app, "todo": a fixed Task schema, flexible sync, the given rules."""
+    c: Dict[str, Any] = {"apps": [{
+        "id": "todo", "schema": SCHEMA,
+        "sync": {"mode": "flexible", "partitionKey": "owner_id"},
+        "auth": {"anonymous": True, "emailPassword": {"autoConfirm": True}, "apiKeys": True},
+        "rules": rules}]}
+    if admin:
+        c["admin"] = {"key": ADMIN_KEY}
+    return c
+
+
+class Server:
+    """A running atoll-server and what it printed at start."""
+
+    def __init__(self, proc: subprocess.Popen, lines: List[str], data: Path, stderr: Path) -> None:
+        self.proc = proc
+        self.lines = lines
+        self.data = data
+        self.stderr = stderr
+        m = re.fullmatch(r"listening on (http://\S+)", lines[0])
+        assert m, lines
+        self.url = m.group(1).rstrip("/")
+
+    def api(self, app_id: str = "todo") -> str:
+        return f"{self.url}/api/client/v2.0/app/{app_id}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def start_server(tmp_path: Path, conf: Optional[Dict[str, Any]], data: Optional[Path] = None) -> Server:
+    if not SERVER.is_file() or not os.access(SERVER, os.X_OK):
+        pytest.fail(f"atoll-server not found at {SERVER}: build it (`swift build -c release`) "
+                    "or set ATOLL_SERVER", pytrace=False)
+    data = data or tmp_path / "server-data"
+    args = [str(SERVER), "--port", "0", "--data", str(data), "--log-level", "warning"]
+    if conf is not None:
+        path = tmp_path / "server-config.json"
+        path.write_text(json.dumps(conf))
+        args += ["--config", str(path)]
+    stderr = tmp_path / f"server-stderr-{time.monotonic_ns()}.log"
+    with open(stderr, "wb") as err:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err)
+    assert proc.stdout is not None
+    # Three lines: where it listens, the console's address, the admin key (or where it is).
+    # Read from the descriptor itself: a buffered reader could hold lines that select cannot see.
+    fd = proc.stdout.fileno()
+    out = b""
+    deadline = time.monotonic() + 15
+    while out.count(b"\n") < 3 and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            break
+        out += chunk
+    lines = [line.strip() for line in out.decode("utf-8", "replace").splitlines()]
+    if len(lines) < 3 or not lines[0].startswith("listening on "):
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"atoll-server did not start (printed {lines!r}):\n{stderr.read_text(errors='replace')}",
+                    pytrace=False)
+    return Server(proc, lines, data, stderr)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    s = start_server(tmp_path, config())
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def owner_server(tmp_path: Path) -> Iterator[Server]:
+    s = start_server(tmp_path, config(OWNER_RULES))
+    yield s
+    s.stop()
+
+
+# MARK: - HTTP
+
+def http(method: str, url: str, body: Any = None, token: Optional[str] = None,
+         raw: Optional[bytes] = None) -> Tuple[int, Any]:
+    """(status, parsed JSON body or None); errors are answers too."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            status, text = resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    try:
+        return status, json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return status, text
+
+
+def admin(server: Server, method: str, path: str, body: Any = None, key: str = ADMIN_KEY) -> Tuple[int, Any]:
+    return http(method, f"{server.url}/api/admin/v1{path}", body, token=key)
+
+
+def ok(server: Server, method: str, path: str, body: Any = None) -> Any:
+    status, answer = admin(server, method, path, body)
+    assert status == 200, (status, answer)
+    return answer
+
+
+# MARK: - Clients
+
+def login(server: Server, tmp_path: Path, name: str) -> Tuple[atoll.App, atoll.User]:
+    app = atoll.App("todo", server.url, metadata_dir=tmp_path / f"meta-{name}")
+    return app, app.login(atoll.Credentials.anonymous())
+
+
+def open_all(user: atoll.User, path: Path) -> atoll.Realm:
+    realm = atoll.open_synced(user, path, schema=SCHEMA, initial_subscriptions=[ALL])
+    realm.subscriptions.wait(timeout=10)
+    return realm
+
+
+def task(pk: str, priority: int = 0, owner: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
+    return {"_id": pk, "name": name or f"task {pk}", "priority": priority, "owner_id": owner, "done": False,
+            "tags": []}
+
+
+def wait_until(check: Callable[[], Any], seconds: float = 10, what: str = "condition") -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def received(realm: atoll.Realm, pk: str, field: str, value: Any, seconds: float = 10) -> None:
+    """Waits until the client's realm has `value` in `field` of Task `pk`, from the server."""
+    def check() -> bool:
+        realm.refresh()
+        obj = realm.get("Task", pk)
+        return obj is not None and obj[field] == value
+    wait_until(check, seconds, f"Task {pk}.{field} == {value!r} on the client")
