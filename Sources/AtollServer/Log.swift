@@ -20,7 +20,7 @@ public final class Logger: Sendable {
         var line = "{\"time\":\"\(ISO8601DateFormatter().string(from: Date()))\",\"level\":\"\(level.rawValue)\",\"msg\":\(Self.quote(message))"
         for (k, v) in fields.sorted(by: { $0.key < $1.key }) { line += ",\(Self.quote(k)):\(Self.quote(v))" }
         line += "}\n"
-        lock.withLock { _ in FileHandle.standardError.write(Data(line.utf8)) }
+        lock.withLock { _ in try? FileHandle.standardError.write(contentsOf: Data(line.utf8)) }
     }
 
     public func debug(_ m: String, _ f: [String: String] = [:]) { log(.debug, m, f) }

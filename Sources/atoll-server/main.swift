@@ -19,8 +19,14 @@ usage: atoll-server [--config FILE] [--host HOST] [--port PORT] [--data DIR] [--
 
 """
 
+/// Writes to stdout or stderr; a reader that went away (a closed pipe) is not an error: the
+/// server goes on serving.
+func say(_ text: String, to handle: FileHandle = .standardOutput) {
+    try? handle.write(contentsOf: Data(text.utf8))
+}
+
 func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("atoll-server: \(message)\n".utf8))
+    say("atoll-server: \(message)\n", to: .standardError)
     exit(2)
 }
 
@@ -30,7 +36,7 @@ while let first = arguments.first {
     arguments.removeFirst()
     switch first {
     case "-h", "--help":
-        FileHandle.standardOutput.write(Data(usage.utf8))
+        say(usage)
         exit(0)
     case "--config", "--host", "--port", "--data", "--log-level":
         guard let value = arguments.first else { fail("\(first) needs a value\n\(usage)") }
@@ -65,7 +71,7 @@ do {
 } catch {
     fail("\(error)")
 }
-FileHandle.standardOutput.write(Data("listening on \(server.url)\n".utf8))
+say("listening on \(server.url)\n")
 // The admin console (docs/admin-api.md): its address, and its key when this start made it.
 var keyLine: String
 switch server.adminKey.source {
@@ -73,7 +79,7 @@ case .config: keyLine = "admin key: the one in the config file (\"admin\": {\"ke
 case .file(let path, created: true): keyLine = "admin key: \(server.adminKey.key) (new; saved in \(path))"
 case .file(let path, created: false): keyLine = "admin key: in \(path)"
 }
-FileHandle.standardOutput.write(Data("admin console: \(server.adminURL)\n\(keyLine)\n".utf8))
+say("admin console: \(server.adminURL)\n\(keyLine)\n")
 
 // SIGINT and SIGTERM: a graceful shutdown (what was acknowledged is committed already).
 signal(SIGINT, SIG_IGN)
