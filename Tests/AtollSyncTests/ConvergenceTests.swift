@@ -286,35 +286,55 @@ final class ConvergenceTests: XCTestCase {
         let serverStore = try Store(Configuration(path: server.configuration.dataDirectory + "/default/data.realm"))
         defer { serverStore.close() }
         let expected = try Self.canonical(serverStore)
+        // Objects that differ from the server or from the rules: the summary's "data lost".
+        var violations = 0
+        func check(_ ok: Bool, _ message: @autoclosure () -> String) {
+            if !ok { violations += 1 }
+            XCTAssertTrue(ok, "seed \(seed): " + message())
+        }
         for c in clients {
             _ = try c.store.refresh()
             let got = try Self.canonical(c.store)
             let differences = Set(got).symmetricDifference(expected).sorted()
-            XCTAssertTrue(differences.isEmpty, "seed \(seed): client \(c.number) differs from the server:\n"
-                          + differences.map { (got.contains($0) ? "  client: " : "  server: ") + $0 }.joined(separator: "\n"))
+            check(differences.isEmpty, "client \(c.number) differs from the server:\n"
+                  + differences.map { (got.contains($0) ? "  client: " : "  server: ") + $0 }.joined(separator: "\n"))
         }
         // ...and it is what the rules say.
         let objects = Dictionary(try serverStore.objects("Item").documents().compactMap { d in d["_id"]?.stringValue.map { ($0, d) } },
                                  uniquingKeysWith: { a, _ in a })
-        for (key, score) in model.scores { XCTAssertEqual(objects[key]?["score"], .int(score), "seed \(seed): \(key)") }
+        for (key, score) in model.scores { check(objects[key]?["score"] == .int(score), "\(key): score \(String(describing: objects[key]?["score"])), the adds sum to \(score)") }
         for (key, labels) in model.labels {
-            guard case .list(let got)? = objects[key]?["labels"] else { XCTFail("seed \(seed): \(key) has no labels"); continue }
-            XCTAssertEqual(Set(got.compactMap(\.stringValue)), labels, "seed \(seed): \(key)")
+            var got = Set<String>()
+            if case .list(let items)? = objects[key]?["labels"] { got = Set(items.compactMap(\.stringValue)) }
+            check(got == labels, "\(key): labels \(got.sorted()), expected \(labels.sorted())")
         }
         for (key, attrs) in model.attrs {
-            guard case .object(let got)? = objects[key]?["attrs"] else { XCTFail("seed \(seed): \(key) has no attrs"); continue }
-            XCTAssertEqual(Dictionary(uniqueKeysWithValues: got.map { ($0.0, $0.1.stringValue ?? "") }), attrs, "seed \(seed): \(key)")
+            var got = [String: String]()
+            if case .object(let d)? = objects[key]?["attrs"] { got = Dictionary(uniqueKeysWithValues: d.map { ($0.0, $0.1.stringValue ?? "") }) }
+            check(got == attrs, "\(key): attrs \(got), expected \(attrs)")
         }
         for (key, tags) in model.tags {
-            guard case .list(let got)? = objects[key]?["tags"] else { XCTFail("seed \(seed): \(key) has no tags"); continue }
-            XCTAssertEqual(got.compactMap(\.stringValue).sorted(), tags.keys.sorted(), "seed \(seed): \(key)")
+            var got = [String]()
+            if case .list(let items)? = objects[key]?["tags"] { got = items.compactMap(\.stringValue).sorted() }
+            check(got == tags.keys.sorted(), "\(key): tags \(got), expected \(tags.keys.sorted())")
         }
-        for key in model.doomed { XCTAssertNil(objects[key], "seed \(seed): \(key) was erased: deletes win") }
-        for key in model.created { XCTAssertNotNil(objects[key], "seed \(seed): \(key) was created") }
+        for key in model.doomed { check(objects[key] == nil, "\(key) was erased: deletes win") }
+        for key in model.created { check(objects[key] != nil, "\(key) was created") }
         for (key, names) in model.names where model.lastName[key] == nil {
-            XCTAssertTrue(objects[key]?["name"]?.stringValue.map(names.contains) ?? false, "seed \(seed): \(key)'s name was never written")
+            check(objects[key]?["name"]?.stringValue.map(names.contains) ?? false, "\(key)'s name was never written")
         }
-        for (key, name) in model.lastName { XCTAssertEqual(objects[key]?["name"], .string(name), "seed \(seed): \(key): the newest write wins") }
+        for (key, name) in model.lastName { check(objects[key]?["name"] == .string(name), "\(key): the newest write wins") }
+        if let report = env["ATOLL_STRESS_REPORT"] {
+            let line = Wire.encode(.doc(["suite": .string("convergence"), "rounds": .int(1), "operations": .int(Int64(operations)),
+                                         "faults": .int(Int64(faults)), "lost": .int(Int64(violations)), "crashes": .int(0),
+                                         "figures": .string("seed \(seed), \(clientCount) clients, \(objects.count) objects, \(restarts) server restarts")]))
+            if !FileManager.default.fileExists(atPath: report) { FileManager.default.createFile(atPath: report, contents: nil) }
+            if let handle = FileHandle(forWritingAtPath: report) {
+                handle.seekToEndOfFile()
+                handle.write(Data((line + "\n").utf8))
+                handle.closeFile()
+            }
+        }
         print("convergence: seed \(seed): \(clientCount) replicas and the server checked on \(objects.count) objects; \(faults) faults injected")
     }
 
