@@ -8,6 +8,8 @@
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, the atoll command on one of them, and the sync demo: an
 #                atoll-server with a C, a Python and a Swift host as three users
+#   make stress  the proofs at full size (convergence, triples, faults, fuzzing, hostile clients,
+#                load) and their summary table (docs/testing.md)
 #   make bench   deps, then bench/run (storage), bench/net/run (network), bench/sync (sync);
 #                make bench-net, make bench-sync: one of them
 #   make memcheck-net   tests/net with the servers under valgrind
@@ -55,7 +57,7 @@ ADMIN_TESTS := tests/admin
 ADMIN_SCREENSHOTS := $(CURDIR)/$(BUILD_DIR)/admin-screenshots
 ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
 
-.PHONY: deps build test demo bench bench-net bench-sync memcheck-net install clean distclean
+.PHONY: deps build test demo stress bench bench-net bench-sync memcheck-net install clean distclean
 
 deps:
 	@missing=""; \
@@ -144,6 +146,26 @@ bench: deps
 bench-sync: deps
 	$(SWIFT) build -c release --product atoll-sync-bench
 	for i in 1 2 3; do .build/release/atoll-sync-bench; done
+
+# The proofs at full size (docs/testing.md): each suite appends a row to STRESS_REPORT and
+# tests/stress/summary.py prints the table (rounds, operations, faults injected, data lost,
+# crashes, figures); it fails when any suite lost data or crashed. STRESS_SEED fixes the
+# convergence harness's seed (default: the time, printed).
+STRESS_REPORT := $(CURDIR)/$(BUILD_DIR)/stress-report.jsonl
+STRESS_SEED ?= $(shell date +%s)
+stress: deps build
+	@mkdir -p $(BUILD_DIR); rm -f $(STRESS_REPORT); failed=""; \
+	echo "== convergence: 20 clients, 4,000 operations, 6 server restarts, seed $(STRESS_SEED)"; \
+	ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_CONVERGENCE_SEED=$(STRESS_SEED) ATOLL_CONVERGENCE_CLIENTS=20 \
+	    ATOLL_CONVERGENCE_OPS=4000 ATOLL_CONVERGENCE_RESTARTS=6 \
+	    $(SWIFT) test --filter ConvergenceTests || failed="$$failed convergence"; \
+	echo "== every triple of concurrent instruction kinds, all six orders"; \
+	ATOLL_TRIPLES=all $(SWIFT) test --filter IntegratorTests.testRandomTriplesOfConcurrentKindsConverge \
+	    || failed="$$failed triples"; \
+	echo "== summary"; \
+	$(VENV)/bin/python tests/stress/summary.py $(STRESS_REPORT) || failed="$$failed summary"; \
+	if [ -n "$$failed" ]; then echo "make stress: FAILED:$$failed" >&2; exit 1; fi; \
+	echo "make stress: all passed"
 
 # The network benchmark alone (bench/net/run: 1,000 WebSockets, echo load, HTTP with wrk).
 bench-net: deps

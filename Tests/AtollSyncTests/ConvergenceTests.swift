@@ -324,17 +324,8 @@ final class ConvergenceTests: XCTestCase {
             check(objects[key]?["name"]?.stringValue.map(names.contains) ?? false, "\(key)'s name was never written")
         }
         for (key, name) in model.lastName { check(objects[key]?["name"] == .string(name), "\(key): the newest write wins") }
-        if let report = env["ATOLL_STRESS_REPORT"] {
-            let line = Wire.encode(.doc(["suite": .string("convergence"), "rounds": .int(1), "operations": .int(Int64(operations)),
-                                         "faults": .int(Int64(faults)), "lost": .int(Int64(violations)), "crashes": .int(0),
-                                         "figures": .string("seed \(seed), \(clientCount) clients, \(objects.count) objects, \(restarts) server restarts")]))
-            if !FileManager.default.fileExists(atPath: report) { FileManager.default.createFile(atPath: report, contents: nil) }
-            if let handle = FileHandle(forWritingAtPath: report) {
-                handle.seekToEndOfFile()
-                handle.write(Data((line + "\n").utf8))
-                handle.closeFile()
-            }
-        }
+        stressReport(suite: "convergence", rounds: 1, operations: operations, faults: faults, lost: violations,
+                     figures: "seed \(seed), \(clientCount) clients, \(objects.count) objects, \(restarts) server restarts")
         print("convergence: seed \(seed): \(clientCount) replicas and the server checked on \(objects.count) objects; \(faults) faults injected")
     }
 
