@@ -421,7 +421,7 @@ final class SyncApp: @unchecked Sendable {
     // MARK: - Bootstrap and resume
 
     /// Sends the whole view of a new subscription set, in batches, then `queryComplete`.
-    private func bootstrap(_ s: Session, version: Int64) throws {
+    func bootstrap(_ s: Session, version: Int64) throws {
         var upserts = [SyncInstruction]()
         var held = [String: Set<String>]()
         for (cls, view) in s.views.sorted(by: { $0.key < $1.key }) {

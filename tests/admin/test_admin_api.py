@@ -158,6 +158,35 @@ def test_new_rules_apply_at_once_and_survive_a_restart(tmp_path: Path) -> None:
         again.stop()
 
 
+def test_connected_devices_gain_and_lose_objects_when_the_rules_change(tmp_path: Path) -> None:
+    s = start_server(tmp_path, config(OWNER_RULES))
+    try:
+        _, ann = login(s, tmp_path, "ann")
+        _, bob = login(s, tmp_path, "bob")
+        with open_all(ann, tmp_path / "ann.realm") as ra, open_all(bob, tmp_path / "bob.realm") as rb:
+            with ra.write():
+                ra.create("Task", task("a1", 1, ann.id))
+            ra.sync_session.wait_for_upload(timeout=10)
+            with rb.write():
+                rb.create("Task", task("b1", 1, bob.id))
+            rb.sync_session.wait_for_upload(timeout=10)
+            rb.sync_session.wait_for_download(timeout=10)
+            rb.refresh()
+            assert [t["_id"] for t in rb.objects("Task")] == ["b1"]
+
+            ok(s, "PUT", "/apps/todo/rules", OPEN_RULES)
+            wait_until(lambda: rb.refresh() is not None and sorted(t["_id"] for t in rb.objects("Task")) == ["a1", "b1"],
+                       what="bob, still connected, to get ann's task when the rules open")
+
+            ok(s, "PUT", "/apps/todo/rules", OWNER_RULES)
+            wait_until(lambda: rb.refresh() is not None and [t["_id"] for t in rb.objects("Task")] == ["b1"],
+                       what="bob, still connected, to lose ann's task when the rules close again")
+            ra.refresh()
+            assert sorted(t["_id"] for t in ra.objects("Task")) == ["a1"]
+    finally:
+        s.stop()
+
+
 def test_auth_settings_are_checked_and_saved_for_the_next_start(server: Server) -> None:
     status, body = admin(server, "PUT", "/apps/todo/auth", {"accessTokenLifetime": -1})
     assert (status, body["error_code"]) == (400, "InvalidAuthConfig")

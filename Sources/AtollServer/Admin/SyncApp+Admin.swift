@@ -152,11 +152,20 @@ extension SyncApp {
         }
     }
 
-    /// Uses new rules from now on: the bound sessions' views are recomputed at once.
+    /// Uses new rules from now on. Every bound session's view is computed again and bootstrapped
+    /// anew, so that connected devices gain what they may read now and lose what they may not.
     func replaceRules(_ rules: Rules, source: Value) {
         configuration.rules = rules
         configuration.rulesSource = source
-        for s in sessions.values.flatMap(\.values) { try? computeViews(s) }
+        for s in sessions.values.flatMap(\.values) {
+            do {
+                try computeViews(s)
+                if s.ready { try bootstrap(s, version: max(s.queryVersion, 0)) }
+            } catch {
+                log.warning("a session could not be bootstrapped under the new rules",
+                            ["app": configuration.id, "user": s.user.id, "error": "\(error)"])
+            }
+        }
     }
 
     // MARK: - Data
