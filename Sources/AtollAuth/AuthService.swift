@@ -19,13 +19,20 @@ import Synchronization
 /// that signs access tokens (made on first start, mode 0600). Any thread may call it; route
 /// handlers run on several at once.
 public final class AuthService: @unchecked Sendable {
-    /// The configuration it was opened with (checked).
-    public let configuration: AuthConfiguration
+    /// The configuration in force (checked): the one it was opened with, or the last one
+    /// `reconfigure` put in force.
+    public var configuration: AuthConfiguration { settings.withLock { $0.configuration } }
     let store: AuthStore
     /// The HMAC-SHA256 key of access tokens.
     let signingKey: [UInt8]
     /// The custom-JWT provider's keys, when it is on.
-    let customJWTVerifier: JWTVerifier?
+    var customJWTVerifier: JWTVerifier? { settings.withLock { $0.verifier } }
+    private let settings: Mutex<Settings>
+
+    private struct Settings: @unchecked Sendable {
+        var configuration: AuthConfiguration
+        var verifier: JWTVerifier?
+    }
     private let counterStore = Mutex(AuthCounters())
 
     /// The file names in the service's directory.
@@ -37,8 +44,7 @@ public final class AuthService: @unchecked Sendable {
     ///   the directory, key or store cannot be made or read, and the store's errors.
     public init(configuration: AuthConfiguration, directory: String) throws {
         try configuration.validate()
-        self.configuration = configuration
-        customJWTVerifier = try configuration.customJWT?.verifier()
+        settings = Mutex(Settings(configuration: configuration, verifier: try configuration.customJWT?.verifier()))
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
@@ -50,6 +56,24 @@ public final class AuthService: @unchecked Sendable {
         do { try store.transaction { try store.deleteExpired() } } catch {
             store.close()
             throw error
+        }
+    }
+
+    /// Puts new settings in force at once (the admin console's auth edits): providers, token
+    /// lifetimes, custom-JWT keys. Tokens already issued stay valid until they expire. The
+    /// process's hooks (confirmation and reset) are kept when the new settings name none.
+    /// - Throws: `AtollError(.invalidArgument)` for a bad configuration; nothing changes then.
+    public func reconfigure(_ new: AuthConfiguration) throws {
+        var new = new
+        try new.validate()
+        let verifier = try new.customJWT?.verifier()
+        settings.withLock { current in
+            if var email = new.emailPassword, let old = current.configuration.emailPassword {
+                if email.confirmationHook == nil { email.confirmationHook = old.confirmationHook }
+                if email.resetHook == nil { email.resetHook = old.resetHook }
+                new.emailPassword = email
+            }
+            current = Settings(configuration: new, verifier: verifier)
         }
     }
 

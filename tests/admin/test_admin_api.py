@@ -187,14 +187,22 @@ def test_connected_devices_gain_and_lose_objects_when_the_rules_change(tmp_path:
         s.stop()
 
 
-def test_auth_settings_are_checked_and_saved_for_the_next_start(server: Server) -> None:
+def test_auth_settings_are_checked_applied_at_once_and_saved(server: Server) -> None:
     status, body = admin(server, "PUT", "/apps/todo/auth", {"accessTokenLifetime": -1})
     assert (status, body["error_code"]) == (400, "InvalidAuthConfig")
     assert "accessTokenLifetime" in body["error"]
     assert not (server.data / "todo" / "admin-auth.json").exists()
-    answer = ok(server, "PUT", "/apps/todo/auth", {"anonymous": False})
-    assert answer["restartRequired"] is True
-    assert ok(server, "GET", "/apps/todo")["authSaved"] == {"anonymous": False}
+    status, _ = http("POST", f"{server.api()}/auth/providers/anon-user/login", {})
+    assert status == 200
+    ok(server, "PUT", "/apps/todo/auth", {"anonymous": False})
+    app = ok(server, "GET", "/apps/todo")
+    assert app["authSaved"] == {"anonymous": False}
+    assert "anon-user" not in [p["type"] for p in app["auth"]["providers"]]
+    status, _ = http("POST", f"{server.api()}/auth/providers/anon-user/login", {})
+    assert status >= 400, "anonymous login goes off at once"
+    ok(server, "PUT", "/apps/todo/auth", {"anonymous": True})
+    status, _ = http("POST", f"{server.api()}/auth/providers/anon-user/login", {})
+    assert status == 200
 
 
 # MARK: - Users

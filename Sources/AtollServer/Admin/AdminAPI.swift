@@ -272,17 +272,24 @@ final class AdminAPI: Sendable {
         return .doc(["saved": .bool(true), "rules": json])
     }
 
-    /// Validates and saves auth settings; the app API reads them at the next start.
+    /// Validates auth settings, puts them in force at once and saves them (they win over the
+    /// config at the next start); when they cannot be saved, the old ones stay in force.
     private func saveAuth(_ sync: SyncApp, _ json: Value) throws -> Value {
         let id = sync.configuration.id
+        guard let service = auth[id] else { throw AdminError(404, "AppNotFound", "no app '\(id)'") }
+        let previous = service.configuration
         do {
-            // Checked as at start: AuthConfiguration(appId:json:) validates what it reads.
-            _ = try AuthConfiguration(appId: id, json: json)
+            // Checked as at start (AuthConfiguration(appId:json:) validates what it reads, and
+            // reconfigure makes the custom-JWT keys) before anything changes.
+            try service.reconfigure(try AuthConfiguration(appId: id, json: json))
         } catch {
             throw AdminError(400, "InvalidAuthConfig", "\(error)")
         }
-        try save(json, id, Self.authFile)
-        return .doc(["saved": .bool(true), "restartRequired": .bool(true), "auth": json])
+        do { try save(json, id, Self.authFile) } catch {
+            try? service.reconfigure(previous)
+            throw error
+        }
+        return .doc(["saved": .bool(true), "auth": json])
     }
 
     private func save(_ json: Value, _ app: String, _ name: String) throws {

@@ -287,7 +287,7 @@ enum AdminConsole {
       try { await render(); } catch (e) { if (e.message !== "unauthorized") message("status", e.message, "error"); }
     }
 
-    // Apps: providers, sync mode, schema, rules (editable), auth (editable, applied at restart).
+    // Apps: providers, sync mode, schema, rules (editable), auth (editable, in force at once).
     async function renderApps() {
       const a = await api("GET", appPath(""));
       const root = clear($("app-summary"));
@@ -336,7 +336,7 @@ enum AdminConsole {
       try { auth = JSON.parse($("auth-text").value); } catch (e) { message("auth-message", "Not JSON: " + e.message, "error"); return; }
       try {
         await api("PUT", appPath("/auth"), auth);
-        message("auth-message", "Saved; the providers change when the server restarts.", "ok");
+        message("auth-message", "Saved and in force.", "ok");
       } catch (e) {
         message("auth-message", "Refused: " + e.message, "error");
       }
