@@ -309,6 +309,7 @@ public final class SyncSession: @unchecked Sendable {
             bind["downloadCursor"] = .int(cursor)
             bind["schema"] = SchemaWire.value(store.schema)
             connection.send(.object(bind))
+            querySent = nil
             if case .flexible = configuration.mode { try sendQuery() }
             if marksSent > lock.withLock({ marksAnswered }) {
                 connection.send(.doc(["type": .string("mark"), "session": .int(number), "request": .int(Int64(marksSent))]))
@@ -801,6 +802,8 @@ public final class SyncSession: @unchecked Sendable {
     }
 
     private var bootstrapping: Bool { !bootstrapBuffer.isEmpty }
+    /// The subscription version last sent on this binding (on the queue).
+    private var querySent: Int64?
 
     /// Makes a new subscription set version from the newest one changed by `body`, and sends
     /// it. Returns the new version.
@@ -831,6 +834,10 @@ public final class SyncSession: @unchecked Sendable {
             try sql.rows("SELECT version, state, queries FROM _atoll_sync_subscriptions WHERE state != 'error' ORDER BY version DESC LIMIT 1").first
         }
         let version = row?[0].intValue ?? 0
+        // A version sent on this binding is not sent again (an update made before the bind
+        // would otherwise go twice, and the server would bootstrap it twice).
+        guard version != querySent else { return }
+        querySent = version
         let queries: Value = {
             if case .string(let text)? = row?[2], let v = try? EJSON.parse(text) { return v }
             return .list([])

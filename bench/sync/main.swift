@@ -91,7 +91,7 @@ for i in 0..<samples {
 }
 token.invalidate()
 let sorted = latencies.sorted()
-func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+func percentile(_ p: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
 
 // MARK: - T: N objects from A, integrated, fanned out and applied on B
 
@@ -140,13 +140,16 @@ let rEnd = now()
 sqlite3_close(db)
 
 let throughput = Double(n) / (tEnd - tStart)
-let integrationSeconds = server.metrics.prometheus().split(separator: "\n")
-    .first { $0.hasPrefix("atoll_integration_seconds_sum ") }.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
+func metric(_ name: String) -> Double {
+    server.metrics.prometheus().split(separator: "\n")
+        .first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
+}
+let integrationSeconds = metric("atoll_integration_seconds_sum")
 print("""
 sync over loopback (one process: server + 3 clients), N = \(n), \(samples) latency samples
   L  commit on A -> B's observer       p50 \(String(format: "%.2f", percentile(0.5))) ms   p99 \(String(format: "%.2f", percentile(0.99))) ms   max \(String(format: "%.2f", sorted.last ?? 0)) ms
   T  \(n) objects A -> server -> B     \(String(format: "%.2f", tEnd - tStart)) s = \(Int(throughput)) objects/s  (commit \(String(format: "%.2f", committed - tStart)) s, upload+integrate \(String(format: "%.2f", uploaded - committed)) s, fan-out+apply \(String(format: "%.2f", tEnd - uploaded)) s; server integration in all: \(String(format: "%.2f", integrationSeconds)) s)
-  B  bootstrap of \(n + samples) objects     \(String(format: "%.2f", bEnd - bStart)) s = \(Int(Double(n + samples) / (bEnd - bStart))) objects/s (login, open, download, apply)
+  B  bootstrap of \(n + samples) objects     \(String(format: "%.2f", bEnd - bStart)) s = \(Int(Double(n + samples) / (bEnd - bStart))) objects/s (login, open, download, apply; the server sent \(Int(metric("atoll_bootstrap_objects_total"))) objects in \(Int(metric("atoll_bootstraps_total"))) bootstraps in all)
   raw SQLite: \(n) rows in one transaction  \(String(format: "%.3f", rEnd - rStart)) s; T takes \(String(format: "%.1f", (tEnd - tStart) / (rEnd - rStart)))x that
 """)
 sessionA.release()
