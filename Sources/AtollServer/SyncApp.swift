@@ -335,6 +335,13 @@ final class SyncApp: @unchecked Sendable {
             s.connection.send(.doc(["type": .string("queryError"), "session": .int(s.number), "version": .int(version), "message": .string(error)]))
             return
         }
+        // The version this session has already: nothing to do (a client that sends it twice does
+        // not get, nor cost, a second bootstrap).
+        if version == s.queryVersion, subscriptions == s.subscriptions, s.ready {
+            s.connection.send(.doc(["type": .string("queryComplete"), "session": .int(s.number), "version": .int(version),
+                                    "serverVersion": .int(Int64(s.downloadCursor))]))
+            return
+        }
         let complete = try m.bool("complete", default: false)
         let previousVersion = s.queryVersion
         s.subscriptions = subscriptions

@@ -742,6 +742,39 @@ def test_write_copy_synced_both_ways(server: Server, tmp_path: Path) -> None:
     assert tables == []
 
 
+def test_a_query_version_sent_twice_is_bootstrapped_once(server: Server, tmp_path: Path) -> None:
+    from websockets.sync.client import connect
+
+    app = new_app(server, tmp_path, "a", "default")
+    user = app.login(atoll.Credentials.anonymous())
+    realm = open_all(user, tmp_path / "a.realm")
+    with realm.write():
+        for i in range(3):
+            realm.create("Task", task(f"t{i}", i, None))
+    realm.sync_session.wait_for_upload(timeout=10)
+    realm.close()
+
+    login = http_json("POST", f"{server.api('default')}/auth/providers/anon-user/login", {})
+    with connect(server.ws_url("default"), subprotocols=["atoll-sync.1"], proxy=None, compression=None,
+                 additional_headers={"Authorization": f"Bearer {login['access_token']}"}, open_timeout=5) as conn:
+        conn.send(json.dumps({"type": "bind", "session": 1, "mode": "flexible", "file": None,
+                              "downloadCursor": 0, "schema": SCHEMA}))
+        query = {"type": "query", "session": 1, "version": 1,
+                 "queries": [{"name": "all", "class": "Task", "query": "TRUEPREDICATE"}]}
+        got: List[Dict[str, Any]] = []
+        for _ in range(2):
+            conn.send(json.dumps(query))
+            while True:
+                m = json.loads(conn.recv(timeout=10))
+                got.append(m)
+                if m["type"] == "queryComplete":
+                    break
+        boots = [m for m in got if m["type"] == "download" and "bootstrap" in m]
+        assert [m["type"] for m in got].count("queryComplete") == 2
+        assert sum(len(cs["instructions"]) for m in boots for cs in m["changesets"]) == 3, \
+            "the second send of version 1 bootstraps nothing"
+
+
 # MARK: - A forged client
 
 def test_forged_client_cannot_read_or_write_others_objects(rules_server: Server,
