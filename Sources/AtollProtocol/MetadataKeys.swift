@@ -4,8 +4,12 @@ import Foundation
 // The keys both sides of sync use in their metadata tables: they must agree, so they are defined
 // once, here.
 
-/// The text key of a primary key in metadata tables (its wire form).
-public func keyText(_ v: Value) -> String { Wire.encode(v) }
+/// The text key of a primary key in metadata tables (its wire form). Integers, the commonest
+/// keys, are written directly: the same digits jansson writes.
+public func keyText(_ v: Value) -> String {
+    if case .int(let i) = v { return String(i) }
+    return Wire.encode(v)
+}
 
 /// Field-clock path keys: a set element is `property + setSeparator + keyText(element)`, a
 /// dictionary key `property + dictionarySeparator + key`, a collection's last clear

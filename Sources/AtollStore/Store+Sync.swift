@@ -126,6 +126,23 @@ extension Store {
             }
             let column = quote(pk.name)
             var out = [Value]()
+            // Many keys against a table not much larger (a bootstrap, a large upload): one pass
+            // over the table's keys beats looking each up.
+            if let keys, keys.count >= 2_000 {
+                let count = try conn.statement("SELECT count(*) FROM \(info.table)")
+                defer { count.reset() }
+                if try count.step(), case .integer(let n) = count.sqlValue(0), n <= 2 * keys.count {
+                    var wanted = Set<Value>()
+                    for key in keys { if let checked = try? checkedPrimaryKey(info, key) { wanted.insert(checked) } }
+                    let s = try conn.statement("SELECT \(column) FROM \(info.table)")
+                    defer { s.reset() }
+                    while try s.step() {
+                        let v = pk.type.value(s.sqlValue(0))
+                        if wanted.contains(v) { out.append(v) }
+                    }
+                    return out
+                }
+            }
             if let keys {
                 for start in stride(from: 0, to: keys.count, by: 500) {
                     let part = keys[start..<min(start + 500, keys.count)]

@@ -1,0 +1,30 @@
+import AtollStore
+import AtollTestSupport
+import XCTest
+
+/// What the sync engines ask of a store beyond objects (Store+Sync.swift).
+final class StoreSyncTests: XCTestCase {
+    func testPrimaryKeysAmongFewOrManyKeysAreTheExistingOnes() throws {
+        let schema = Schema([ObjectSchema(name: "Item", primaryKey: "_id", properties: [Property(name: "_id", type: .int)]),
+                             ObjectSchema(name: "Tag", primaryKey: "_id", properties: [Property(name: "_id", type: .string)])])
+        let store = try Store(Configuration(path: temporaryRealmPath(), schema: schema))
+        defer { store.close() }
+        try store.write {
+            _ = try store.createMany("Item", (0..<3_000).map { ["_id": .int(Int64($0 * 2))] })
+            _ = try store.createMany("Tag", ["a", "b"].map { ["_id": .string($0)] })
+        }
+        // Few keys: looked up one by one; many (against a table not much larger): one pass.
+        XCTAssertEqual(try store.primaryKeys("Item", among: [.int(0), .int(1), .int(4)]), [.int(0), .int(4)])
+        let many = (0..<4_000).map { Value.int(Int64($0)) }
+        XCTAssertEqual(Set(try store.primaryKeys("Item", among: many)), Set((0..<2_000).map { Value.int(Int64($0 * 2)) }))
+        // Keys of another type match nothing, whether few or many.
+        XCTAssertEqual(try store.primaryKeys("Item", among: [.string("2")]), [])
+        XCTAssertEqual(try store.primaryKeys("Item", among: (0..<2_500).map { Value.string("\($0)") }), [])
+        // Whole doubles coerce to integer keys, whether few or many.
+        XCTAssertEqual(try store.primaryKeys("Item", among: [.double(4), .double(5)]), [.int(4)])
+        XCTAssertEqual(Set(try store.primaryKeys("Item", among: (0..<2_500).map { Value.double(Double($0)) })),
+                       Set((0..<1_250).map { Value.int(Int64($0 * 2)) }))
+        XCTAssertEqual(Set(try store.primaryKeys("Tag", among: (0..<2_000).map { .string("k\($0)") } + [.string("b")])), [.string("b")])
+        XCTAssertEqual(try store.primaryKeys("Tag").count, 2)
+    }
+}
