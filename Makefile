@@ -4,7 +4,10 @@
 #   make build   swift build -c $(SWIFT_CONFIG), then CMake configure + build in build/ (the
 #                library, the C examples and tests, and the atoll command as build/bin/atoll)
 #   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli, tests/net,
-#                tests/admin: the admin console in headless chromium, screenshots in build/admin-screenshots)
+#                tests/admin: the admin console in headless chromium, screenshots in build/admin-screenshots,
+#                tests/faults: a few rounds of each fault)
+#   make stress  deps, build, the long runs (tests/faults with ATOLL_STRESS=1: 100 SIGKILLs of
+#                clients and of the server, disk full, read-only)
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, the atoll command on one of them, and the sync demo: an
 #                atoll-server with a C, a Python and a Swift host as three users
@@ -56,6 +59,10 @@ CLI_TESTS := tests/cli
 ADMIN_TESTS := tests/admin
 ADMIN_SCREENSHOTS := $(CURDIR)/$(BUILD_DIR)/admin-screenshots
 ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
+# Faults (tests/faults): SIGKILLed clients and servers, a full disk (a tmpfs the tests mount: needs
+# root) and read-only files. `make test` runs a few rounds; `make stress` runs 100 of each kill.
+# ATOLL_STRESS_REPORT=FILE appends one JSON summary line per kind of fault.
+FAULT_TESTS := tests/faults
 
 .PHONY: deps build test demo stress bench bench-net bench-sync memcheck-net install clean distclean
 
@@ -108,9 +115,14 @@ test: deps build
 	echo "== pytest $(ADMIN_TESTS) (screenshots in $(ADMIN_SCREENSHOTS))"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) ATOLL_SCREENSHOTS=$(ADMIN_SCREENSHOTS) \
 	    $(VENV)/bin/pytest -q -s $(ADMIN_TESTS) || failed="$$failed admin-tests"; \
+	echo "== pytest $(FAULT_TESTS) (small: a few rounds of each fault)"; \
+	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(FAULT_TESTS) \
+	    || failed="$$failed fault-tests"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
 
+# The long runs: every suite at full size (ATOLL_STRESS=1); they all run, the target fails at the
+# end if any did.
 demo: deps build
 	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/atoll-demo.XXXXXX"); \
 	trap 'rm -rf "$$tmp"' EXIT; \
@@ -162,6 +174,9 @@ stress: deps build
 	echo "== every triple of concurrent instruction kinds, all six orders"; \
 	ATOLL_TRIPLES=all $(SWIFT) test --filter IntegratorTests.testRandomTriplesOfConcurrentKindsConverge \
 	    || failed="$$failed triples"; \
+	echo "== pytest $(FAULT_TESTS) (ATOLL_STRESS=1: 100 rounds of each kill)"; \
+	ATOLL_STRESS=1 ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) \
+	    $(VENV)/bin/pytest -q -s $(FAULT_TESTS) || failed="$$failed fault-tests"; \
 	echo "== summary"; \
 	$(VENV)/bin/python tests/stress/summary.py $(STRESS_REPORT) || failed="$$failed summary"; \
 	if [ -n "$$failed" ]; then echo "make stress: FAILED:$$failed" >&2; exit 1; fi; \

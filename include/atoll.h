@@ -192,7 +192,11 @@ void atoll_free(void *ptr);
  *   - "schemaVersion" (integer >= 0, default 0): the version of "schema".
  *   - "readOnly" (bool, default false): open without the right to write; the file must exist.
  *     Every write call then fails with ATOLL_ERR_READ_ONLY, and the handle still sees what
- *     other handles and processes commit (after a refresh).
+ *     other handles and processes commit (after a refresh). A file in a directory that cannot
+ *     be written (and with no "-wal" file beside it) is read as it is, without companion files.
+ *     Without "readOnly", a file that cannot be written (permissions, a read-only file system),
+ *     or one whose directory cannot hold its "-wal" and "-shm" files, fails the open with
+ *     ATOLL_ERR_FILE naming the reason.
  *   - "writeTimeoutMs" (integer, default -1): how long atoll_realm_begin_write() waits for
  *     another writer; -1 waits as long as it takes, as Realm does.
  *   - "deleteRealmIfMigrationNeeded" (bool, default false): when the file's schema would need

@@ -147,7 +147,7 @@ public final class Store: @unchecked Sendable {
             if configuration.readOnly, !FileManager.default.fileExists(atPath: path) {
                 throw AtollError(.file, "cannot open '\(path)' read-only: the file does not exist")
             }
-            filename = Store.sqliteFilename(path)
+            filename = configuration.readOnly ? Store.readOnlyFilename(path) : Store.sqliteFilename(path)
         }
         if let t = configuration.writeTimeoutMilliseconds, t < 0 {
             throw AtollError(.invalidArgument, "writeTimeoutMs must be -1 (wait forever) or >= 0, not \(t)")
@@ -162,6 +162,7 @@ public final class Store: @unchecked Sendable {
             installBusyHandler(conn)
             if !configuration.inMemory {
                 if !configuration.readOnly {
+                    try Store.checkWritable(conn, path: configuration.path ?? "")
                     try conn.execute("PRAGMA journal_mode=WAL")
                 }
                 try conn.execute("PRAGMA synchronous=NORMAL")

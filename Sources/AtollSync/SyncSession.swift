@@ -165,6 +165,12 @@ public final class SyncSession: @unchecked Sendable {
         let last = try self.store.withMetadata { sql in try ClientTables.get(sql, "clock")?.stringValue.flatMap { Clock(text: $0) } }
         if let last { clock.observe(last) }
         try setUpSubscriptions()
+        // A version the file completed in an earlier session is complete now: the server resumes
+        // such a file from its cursor and sends no second `queryComplete` for it.
+        let completed = try store.withMetadata { sql in
+            try sql.rows("SELECT coalesce(max(version), -1) FROM _atoll_sync_subscriptions WHERE state = 'complete'").first?.first?.intValue ?? -1
+        }
+        lock.withLock { completedQueryVersion = max(completedQueryVersion, completed) }
     }
 
     func retain() { lock.withLock { handles += 1 } }

@@ -872,3 +872,32 @@ def test_forged_client_cannot_read_or_write_others_objects(rules_server: Server,
         assert (error["type"], error["code"]) == ("error", "badMessage")
         with pytest.raises(ConnectionClosed):
             conn.recv(timeout=10)
+
+
+def test_subscriptions_wait_returns_for_a_version_completed_before_the_reopen(
+        server: Server, tmp_path: Path) -> None:
+    """A file whose subscription set completed in an earlier process is resumed by the server
+    from its cursor, with no second queryComplete: the wait must see the file's state (it used
+    to time out; found by tests/faults)."""
+    app, user = anonymous(server, tmp_path, "a")
+    path = tmp_path / "a.realm"
+    realm = open_all(user, path)
+    with realm.write():
+        realm.create("Task", task("t1"))
+    realm.sync_session.wait_for_upload(timeout=10)
+    download(realm)  # the file's download cursor moves past 0: the server resumes it
+    version = realm.subscriptions.version
+    realm.close()
+
+    done = run_python(f"""
+        import atoll
+        app = atoll.App("default", {server.url!r}, metadata_dir={str(tmp_path / 'meta-a')!r})
+        realm = atoll.open_synced(app.current_user, {str(path)!r}, schema={SCHEMA!r},
+                                  initial_subscriptions=[{ALL!r}])
+        assert realm.subscriptions.state == "complete", realm.subscriptions.state
+        assert realm.subscriptions.wait(timeout=5) == {version}
+        assert [t["_id"] for t in realm.objects("Task")] == ["t1"]
+        realm.close()
+        print("ok")
+    """)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
