@@ -499,6 +499,56 @@ final class SyncTests: XCTestCase {
         }
     }
 
+    func testCountersAddUpAcrossDevices() async throws {
+        try await withServer { f in
+            let app = f.app("device")
+            let ann = try await app.login(credentials: .anonymous)
+            let bob = try await app.login(credentials: .anonymous)
+            let annRealm = try await f.openAll(ann)
+            let bobRealm = try await f.openAll(bob)
+            let annSession = try XCTUnwrap(annRealm.syncSession)
+            let bobSession = try XCTUnwrap(bobRealm.syncSession)
+            let post = Todo("liked", owner: ann.id, priority: 10)
+            try annRealm.write { annRealm.add(post) }
+            try await annSession.wait(for: .upload)
+            try await bobSession.wait(for: .download)
+            let bobsPost = try XCTUnwrap(bobRealm.object(ofType: Todo.self, forPrimaryKey: post._id))
+
+            // Both add while apart: the adds sum, where two assignments would keep one.
+            annSession.pause()
+            bobSession.pause()
+            try annRealm.write {
+                try annRealm.increment(post, \.priority)
+                try annRealm.increment(post, \.priority, by: 2)
+            }
+            try bobRealm.write { try bobRealm.increment(bobsPost, \.priority, by: 5) }
+            XCTAssertEqual(post.priority, 13)
+            XCTAssertEqual(bobsPost.priority, 15)
+            annSession.resume()
+            bobSession.resume()
+            try await annSession.wait(for: .upload)
+            try await bobSession.wait(for: .upload)
+            try await annSession.wait(for: .download)
+            try await bobSession.wait(for: .download)
+            annRealm.refresh()
+            bobRealm.refresh()
+            XCTAssertEqual(post.priority, 18)
+            XCTAssertEqual(bobsPost.priority, 18)
+
+            // Outside a write, on an unmanaged object, through a key path that is not one property.
+            XCTAssertThrowsError(try annRealm.increment(post, \.priority)) { XCTAssertEqual(($0 as? AtollError)?.code, .notInWrite) }
+            try annRealm.write {
+                XCTAssertThrowsError(try annRealm.increment(Todo("loose", owner: ""), \.priority)) {
+                    XCTAssertEqual(($0 as? AtollError)?.code, .notFound)
+                }
+                XCTAssertThrowsError(try annRealm.increment(post, \.name.count)) {
+                    XCTAssertEqual(($0 as? AtollError)?.code, .invalidArgument)
+                }
+            }
+            XCTAssertEqual(post.priority, 18)
+        }
+    }
+
     func testClientResetRecoversUnsyncedChanges() async throws {
         let directory = URL(fileURLWithPath: temporaryRealmPath()).deletingLastPathComponent()
         let first = try SyncFixture(directory: directory, config: nil)
