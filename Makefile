@@ -4,7 +4,9 @@
 #   make build   swift build -c $(SWIFT_CONFIG), then CMake configure + build in build/ (the
 #                library, the C examples and tests, and the atoll command as build/bin/atoll)
 #   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli, tests/net,
-#                tests/admin: the admin console in headless chromium, screenshots in build/admin-screenshots)
+#                tests/admin: the admin console in headless chromium, screenshots in build/admin-screenshots,
+#                tests/hostile: forged clients, tokens, a small load run)
+#   make stress  deps, build, the long hostile-input and load suites (tests/hostile: 1,000 clients, 60 s)
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, the atoll command on one of them, and the sync demo: an
 #                atoll-server with a C, a Python and a Swift host as three users
@@ -54,8 +56,12 @@ CLI_TESTS := tests/cli
 ADMIN_TESTS := tests/admin
 ADMIN_SCREENSHOTS := $(CURDIR)/$(BUILD_DIR)/admin-screenshots
 ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
+# Hostile input and load against a real atoll-server: forged raw-protocol clients, forged and
+# stale tokens, fan-out to many subscribed clients (docs/testing.md). `make test` runs the load
+# with 100 clients for 10 s; `make stress` with 1,000 for 60 s.
+HOSTILE_TESTS := tests/hostile
 
-.PHONY: deps build test demo bench bench-net bench-sync memcheck-net install clean distclean
+.PHONY: deps build test stress demo bench bench-net bench-sync memcheck-net install clean distclean
 
 deps:
 	@missing=""; \
@@ -106,8 +112,17 @@ test: deps build
 	echo "== pytest $(ADMIN_TESTS) (screenshots in $(ADMIN_SCREENSHOTS))"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) ATOLL_SCREENSHOTS=$(ADMIN_SCREENSHOTS) \
 	    $(VENV)/bin/pytest -q -s $(ADMIN_TESTS) || failed="$$failed admin-tests"; \
+	echo "== pytest $(HOSTILE_TESTS) (forged clients, tokens, load: 100 clients for 10 s)"; \
+	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(HOSTILE_TESTS) \
+	    || failed="$$failed hostile-tests"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
+
+# The long versions of the hostile and load suites. With ATOLL_STRESS_REPORT=FILE each suite
+# appends one JSON line of figures to FILE.
+stress: deps build
+	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) ATOLL_LOAD_CLIENTS=1000 ATOLL_LOAD_SECONDS=60 \
+	    $(VENV)/bin/pytest -q $(HOSTILE_TESTS)
 
 demo: deps build
 	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/atoll-demo.XXXXXX"); \
