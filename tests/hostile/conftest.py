@@ -65,6 +65,11 @@ class Server:
                 return int(line.split()[1])
         raise AssertionError("no VmRSS")
 
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the server has used."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def assert_alive(self) -> None:
         assert self.proc.poll() is None, (
             f"atoll-server exited with {self.proc.returncode}:\n"
