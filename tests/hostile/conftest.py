@@ -170,7 +170,7 @@ class Raw:
             headers["Authorization"] = f"Bearer {token}"
         self.conn = connect(url, subprotocols=[SUBPROTOCOL], additional_headers=headers,
                             proxy=None, compression=None, open_timeout=10,
-                            max_size=None).__enter__()
+                            max_size=None, ping_interval=None).__enter__()
         self.clock_ms = int(time.time() * 1000)
         self.client_version = 0
         self.ident = 0

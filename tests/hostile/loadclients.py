@@ -67,6 +67,7 @@ class Client(asyncio.Protocol):
         self.fragments = bytearray()
         self.seen: set = set()
         self.latencies: List[float] = []
+        self.by_seq: List[Any] = []
         self.errors: List[str] = []
         self.bootstrapped: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
         self.finished: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
@@ -151,6 +152,7 @@ class Client(asyncio.Protocol):
                 if n > 0 and n not in self.seen:
                     self.seen.add(n)
                     self.latencies.append(now - float(sent))
+                    self.by_seq.append((n, now - float(sent)))
             if len(self.seen) >= self.expected and not self.finished.done():
                 self.finished.set_result(None)
             return
@@ -206,7 +208,13 @@ async def _work(url: str, tokens: List[str], expected: int, ready: Any, go: Any)
     for c in clients:
         c.close()
     await asyncio.sleep(0.2)
+    worst: Dict[int, float] = {}
+    for c in clients:
+        for n, took in c.by_seq:
+            if took > worst.get(n, 0.0):
+                worst[n] = took
     return {"seen": [len(c.seen) for c in clients],
+            "worst_by_change": worst,
             "latencies": [x for c in clients for x in c.latencies],
             "errors": [e for c in clients for e in c.errors][:20],
             "error_count": sum(len(c.errors) for c in clients),

@@ -147,13 +147,22 @@ def run(server: Server) -> None:
     warm_index = min(len(rss) - 1, max(1, int(len(rss) * 0.2)))
     warm = rss[warm_index]
     p50, p99 = percentile(latencies, .5) * 1000, percentile(latencies, .99) * 1000
+    # The slowest deliveries by change: whether the tail is a few stalls or a steady drift.
+    worst: Dict[int, float] = {}
+    for o in outs:
+        for n, took in o["worst_by_change"].items():
+            worst[n] = max(worst.get(n, 0.0), took)
+    slow = sorted(worst.items(), key=lambda kv: -kv[1])[:5]
+    over = sum(1 for took in worst.values() if took >= 1.0)
     worst = max(latencies) * 1000
     figures = (f"{CLIENTS} clients, {changes} changes: p50 {p50:.0f} ms, p99 {p99:.0f} ms, max "
                f"{worst:.0f} ms; {delivered} deliveries; RSS {rss[0] / 1024:.0f} MB connected, "
                f"{warm / 1024:.0f} MB warm ({warm_index} s) -> {end_rss / 1024:.0f} MB at the end; "
                f"writer late {late} times, {writing_acked} acknowledged while writing; CPU: server {server_cpu:.0f} s, clients "
                f"{sum(o.get('cpu_seconds', 0) for o in outs):.0f} s in {SECONDS:.0f} s; load "
-               f"average {os.getloadavg()[0]:.1f}")
+               f"average {os.getloadavg()[0]:.1f}; changes with a delivery >= 1 s: {over}, "
+               f"slowest (change @ s: max ms) "
+               + ", ".join(f"{n} @ {n * INTERVAL:.1f}: {took * 1000:.0f}" for n, took in slow))
     report(f"load-{CLIENTS}", rounds=changes, operations=delivered, faults=0, lost=missing,
            crashes=0 if server.proc.poll() is None else 1, figures=figures)
     assert errors == 0, [e for o in outs for e in o["errors"]]
