@@ -126,7 +126,7 @@ public struct ServerConfiguration: Sendable {
     /// The largest message a client may send.
     public var maxMessageBytes = 16 << 20
     /// Upload messages a connection may send per second (a bucket that holds one second of
-    /// them) before it gets `tooManyMessages` and is closed with 1013; 0: no limit. The default
+    /// them) before it gets `tooManyMessages` and is closed with 1008; 0: no limit. The default
     /// is far above what a client sends (one upload per commit, waited for or batched) and stops
     /// a flood within a second.
     public var maxUploadsPerSecond = 1000

@@ -51,7 +51,7 @@ final class SyncConnection: @unchecked Sendable {
                     app.log.warning("dropping a connection whose messages pile up", ["user": user.id, "bytes": "\(waiting)"])
                     app.metrics.error(SyncErrorCode.tooManyMessages.rawValue)
                     send(SyncErrorMessage(.tooManyMessages, "more than \(app.limits.maxPendingBytes) bytes of messages wait to be handled").wireValue)
-                    close(code: 1013, reason: "too many messages")
+                    close(code: 1008, reason: "too many messages")
                     pendingBytes.subtract(size, ordering: .relaxed)
                     return
                 }
@@ -107,13 +107,14 @@ final class SyncConnection: @unchecked Sendable {
     }
 
     /// Refuses a flooding connection (on the app's queue): `tooManyMessages`, then a close with
-    /// 1013 (try again later). Its messages still on the queue are dropped.
+    /// 1008 (policy violation; not 1013, which wslay, on our own clients too, refuses as a
+    /// protocol error). Its messages still on the queue are dropped.
     func refuseFlood(_ error: SyncErrorMessage) {
         guard !throttled else { return }
         throttled = true
         app.log.warning("closing a connection over the upload limit", ["user": user.id, "limit": "\(app.limits.maxUploadsPerSecond)/s"])
         send(error.wireValue)
-        close(code: 1013, reason: "too many uploads")
+        close(code: 1008, reason: "too many uploads")
     }
 }
 
