@@ -5,9 +5,8 @@
 #                library, the C examples and tests, and the atoll command as build/bin/atoll)
 #   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli, tests/net,
 #                tests/admin: the admin console in headless chromium, screenshots in build/admin-screenshots,
-#                tests/faults: a few rounds of each fault)
-#   make stress  deps, build, the long runs (tests/faults with ATOLL_STRESS=1: 100 SIGKILLs of
-#                clients and of the server, disk full, read-only)
+#                tests/faults: a few rounds of each fault, tests/hostile: forged clients, tokens,
+#                a small load run)
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, the atoll command on one of them, and the sync demo: an
 #                atoll-server with a C, a Python and a Swift host as three users
@@ -63,6 +62,10 @@ ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
 # root) and read-only files. `make test` runs a few rounds; `make stress` runs 100 of each kill.
 # ATOLL_STRESS_REPORT=FILE appends one JSON summary line per kind of fault.
 FAULT_TESTS := tests/faults
+# Hostile input and load against a real atoll-server: forged raw-protocol clients, forged and
+# stale tokens, fan-out to many subscribed clients (docs/testing.md). `make test` runs the load
+# with 100 clients for 10 s; `make stress` with 1,000 for 60 s.
+HOSTILE_TESTS := tests/hostile
 
 .PHONY: deps build test demo stress bench bench-net bench-sync memcheck-net install clean distclean
 
@@ -118,11 +121,12 @@ test: deps build
 	echo "== pytest $(FAULT_TESTS) (small: a few rounds of each fault)"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(FAULT_TESTS) \
 	    || failed="$$failed fault-tests"; \
+	echo "== pytest $(HOSTILE_TESTS) (forged clients, tokens, load: 100 clients for 10 s)"; \
+	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(HOSTILE_TESTS) \
+	    || failed="$$failed hostile-tests"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
 
-# The long runs: every suite at full size (ATOLL_STRESS=1); they all run, the target fails at the
-# end if any did.
 demo: deps build
 	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/atoll-demo.XXXXXX"); \
 	trap 'rm -rf "$$tmp"' EXIT; \
@@ -177,6 +181,10 @@ stress: deps build
 	echo "== pytest $(FAULT_TESTS) (ATOLL_STRESS=1: 100 rounds of each kill)"; \
 	ATOLL_STRESS=1 ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) \
 	    $(VENV)/bin/pytest -q -s $(FAULT_TESTS) || failed="$$failed fault-tests"; \
+	echo "== pytest $(HOSTILE_TESTS) (1,000 clients for 60 s)"; \
+	ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) \
+	    ATOLL_LOAD_CLIENTS=1000 ATOLL_LOAD_SECONDS=60 $(VENV)/bin/pytest -q -s $(HOSTILE_TESTS) \
+	    || failed="$$failed hostile-tests"; \
 	echo "== summary"; \
 	$(VENV)/bin/python tests/stress/summary.py $(STRESS_REPORT) || failed="$$failed summary"; \
 	if [ -n "$$failed" ]; then echo "make stress: FAILED:$$failed" >&2; exit 1; fi; \

@@ -61,6 +61,9 @@ public final class WebSocket: @unchecked Sendable {
     private var peerCloseCode: UInt16?
     private var peerCloseReason = ""
     private var abortReason: String?
+    /// A close asked for while messages still wait in wslay: queued once they are written
+    /// (wslay sends control frames ahead of data, and drops the data after the close).
+    private var pendingClose: (code: UInt16, reason: [UInt8])?
     private var fragmentSources: [Unmanaged<FragmentSource>] = []
 
     // Any-thread state.
@@ -281,6 +284,12 @@ public final class WebSocket: @unchecked Sendable {
             abort("send failed (\(status))")
             return
         }
+        if let close = pendingClose, wslay_event_get_queued_msg_count(context) == 0, fragmentSources.isEmpty {
+            pendingClose = nil
+            let status = close.reason.withUnsafeBufferPointer { wslay_event_queue_close(context, close.code, $0.baseAddress, $0.count) }
+            if status != 0 && status != WSLAY_ERR_NO_MORE_MSG.rawValue { abort("cannot queue close"); return }
+            return pump()
+        }
         if !fragmentSources.isEmpty {
             // wslay reads no more of a source once it reported the end.
             fragmentSources.removeAll { source in
@@ -311,7 +320,11 @@ public final class WebSocket: @unchecked Sendable {
 
     private func startClose(code: UInt16, reason: [UInt8]) {
         guard let context else { return }
-        if wslay_event_get_close_sent(context) == 0 {
+        if wslay_event_get_close_sent(context) == 0, pendingClose == nil,
+           wslay_event_get_queued_msg_count(context) > 0 || !fragmentSources.isEmpty {
+            // What was sent before `close` goes first: `pump` queues the close after it.
+            pendingClose = (code, reason)
+        } else if wslay_event_get_close_sent(context) == 0, pendingClose == nil {
             let status = reason.withUnsafeBufferPointer { wslay_event_queue_close(context, code, $0.baseAddress, $0.count) }
             if status != 0 && status != WSLAY_ERR_NO_MORE_MSG.rawValue { abort("cannot queue close"); return }
         }

@@ -125,8 +125,11 @@ public struct ServerConfiguration: Sendable {
     public var logLevel: LogLevel = .info
     /// The largest message a client may send.
     public var maxMessageBytes = 16 << 20
-    /// Uploads a connection may send per second before `tooManyMessages` (0: no limit).
-    public var maxUploadsPerSecond = 0
+    /// Upload messages a connection may send per second (a bucket that holds one second of
+    /// them) before it gets `tooManyMessages` and is closed with 1008; 0: no limit. The default
+    /// is far above what a client sends (one upload per commit, waited for or batched) and stops
+    /// a flood within a second.
+    public var maxUploadsPerSecond = 1000
     /// The admin console's key (`"admin": {"key": "..."}`); nil: the key in the data directory's
     /// `admin.key`, made on first start (docs/admin-api.md).
     public var adminKey: String?
@@ -151,8 +154,14 @@ public struct ServerConfiguration: Sendable {
             guard let level = LogLevel(rawValue: l) else { throw AtollError(.invalidArgument, "logLevel must be debug, info, warning or error") }
             logLevel = level
         }
-        if case .int(let n)? = d["maxMessageBytes"], n > 1024 { maxMessageBytes = Int(n) }
-        if case .int(let n)? = d["maxUploadsPerSecond"], n >= 0 { maxUploadsPerSecond = Int(n) }
+        if let v = d["maxMessageBytes"] {
+            guard case .int(let n) = v, n >= 1024 else { throw AtollError(.invalidArgument, "maxMessageBytes must be an integer of at least 1024") }
+            maxMessageBytes = Int(n)
+        }
+        if let v = d["maxUploadsPerSecond"] {
+            guard case .int(let n) = v, n >= 0 else { throw AtollError(.invalidArgument, "maxUploadsPerSecond must be an integer, 0 or more (0: no limit)") }
+            maxUploadsPerSecond = Int(n)
+        }
         if let admin = d["admin"] {
             guard case .object(let a) = admin, case .string(let key)? = a["key"] else {
                 throw AtollError(.invalidArgument, "admin: must be {\"key\": \"...\"}")

@@ -65,6 +65,8 @@ final class SyncApp: @unchecked Sendable {
     private var failedBinds: [ObjectIdentifier: Set<Int64>] = [:]
     /// Largest download message, in bytes of instructions (a bootstrap or catch-up is split).
     var maxDownloadBytes = 1 << 20
+    /// What one connection may send (set by the server before it starts).
+    var limits = SyncLimits(maxUploadsPerSecond: 0, maxPendingBytes: 256 << 20)
 
     var schema: Schema { store.schema }
 
@@ -109,8 +111,17 @@ final class SyncApp: @unchecked Sendable {
 
     // MARK: - Connections
 
+    /// Every open connection, with or without sessions (the admin API closes a disabled user's
+    /// connections, also those that have not bound a session yet).
+    private(set) var connections: [ObjectIdentifier: SyncConnection] = [:]
+
+    func connectionOpened(_ connection: SyncConnection) {
+        queue.async { [self] in connections[ObjectIdentifier(connection)] = connection }
+    }
+
     func connectionClosed(_ connection: SyncConnection) {
         queue.async { [self] in
+            connections[ObjectIdentifier(connection)] = nil
             failedBinds[ObjectIdentifier(connection)] = nil
             let gone = sessions.removeValue(forKey: ObjectIdentifier(connection))?.count ?? 0
             metrics.update { $0.sessions -= gone }
@@ -131,7 +142,18 @@ final class SyncApp: @unchecked Sendable {
             case "query":
                 try query(message, try session(message, connection))
             case "upload":
-                try upload(message, try session(message, connection))
+                let s = try session(message, connection)
+                guard connection.takeUpload() else {
+                    // Refused, not integrated; the connection closes so that no later upload is
+                    // integrated over the gap (the client resends from its upload cursor).
+                    let error = SyncErrorMessage(.tooManyMessages, "more than \(limits.maxUploadsPerSecond) uploads per second: reconnect after a backoff",
+                                                 session: s.number)
+                    metrics.error(error.code.rawValue)
+                    recentErrors.add(error, user: connection.user.id)
+                    connection.refuseFlood(error)
+                    return
+                }
+                try upload(message, s)
             case "mark":
                 let s = try session(message, connection)
                 s.downloadCursor = latestVersion

@@ -15,10 +15,22 @@ final class SyncConnection: @unchecked Sendable {
     let user: RuleUser
     let app: SyncApp
 
+    /// Uploads this connection may still send now (a token bucket: it refills at
+    /// `maxUploadsPerSecond` and holds at most one second of them). Changed on the app's queue.
+    private var uploadAllowance: Double
+    private var allowanceUpdated = DispatchTime.now().uptimeNanoseconds
+    /// Set on the app's queue when the connection was refused for flooding: its messages still
+    /// waiting on the queue are dropped (an upload after a dropped one must not be integrated
+    /// over the gap; the client resends both from its upload cursor when it reconnects).
+    private(set) var throttled = false
+    /// Bytes of messages read and not yet handled on the app's queue.
+    let pendingBytes = Atomic<Int>(0)
+
     init(socket: WebSocket, user: RuleUser, app: SyncApp) {
         self.socket = socket
         self.user = user
         self.app = app
+        uploadAllowance = Double(app.limits.maxUploadsPerSecond)
     }
 
     func start() {
@@ -26,11 +38,26 @@ final class SyncConnection: @unchecked Sendable {
             c.connections += 1
             c.connectionsOpened += 1
         }
+        app.connectionOpened(self)
         socket.onEvent = { [self] event in
             switch event {
             case .text(let text):
-                // Parsed on the app's queue: a large upload does not hold up the loop.
+                // Parsed on the app's queue: a large upload does not hold up the loop. What waits
+                // there is bounded: a client that sends faster than the server handles its
+                // messages is dropped instead of growing the queue without end.
+                let size = text.utf8.count
+                let waiting = pendingBytes.add(size, ordering: .relaxed).newValue
+                if waiting > app.limits.maxPendingBytes {
+                    app.log.warning("dropping a connection whose messages pile up", ["user": user.id, "bytes": "\(waiting)"])
+                    app.metrics.error(SyncErrorCode.tooManyMessages.rawValue)
+                    send(SyncErrorMessage(.tooManyMessages, "more than \(app.limits.maxPendingBytes) bytes of messages wait to be handled").wireValue)
+                    close(code: 1008, reason: "too many messages")
+                    pendingBytes.subtract(size, ordering: .relaxed)
+                    return
+                }
                 app.queue.async { [self] in
+                    defer { pendingBytes.subtract(size, ordering: .relaxed) }
+                    guard !throttled else { return }
                     do {
                         app.handle(try Wire.decode(text), from: self)
                     } catch {
@@ -65,6 +92,38 @@ final class SyncConnection: @unchecked Sendable {
     }
 
     func close(code: UInt16, reason: String) { socket.close(code: code, reason: reason) }
+
+    /// Takes one upload from the bucket (on the app's queue); false when the connection is over
+    /// `maxUploadsPerSecond`. A limit of 0 lets everything through.
+    func takeUpload() -> Bool {
+        let rate = Double(app.limits.maxUploadsPerSecond)
+        guard rate > 0 else { return true }
+        let now = DispatchTime.now().uptimeNanoseconds
+        uploadAllowance = min(rate, uploadAllowance + rate * Double(now - allowanceUpdated) / 1e9)
+        allowanceUpdated = now
+        guard uploadAllowance >= 1 else { return false }
+        uploadAllowance -= 1
+        return true
+    }
+
+    /// Refuses a flooding connection (on the app's queue): `tooManyMessages`, then a close with
+    /// 1008 (policy violation; not 1013, which wslay, on our own clients too, refuses as a
+    /// protocol error). Its messages still on the queue are dropped.
+    func refuseFlood(_ error: SyncErrorMessage) {
+        guard !throttled else { return }
+        throttled = true
+        app.log.warning("closing a connection over the upload limit", ["user": user.id, "limit": "\(app.limits.maxUploadsPerSecond)/s"])
+        send(error.wireValue)
+        close(code: 1008, reason: "too many uploads")
+    }
+}
+
+/// Per-connection limits of the sync endpoint (docs/server.md, "Limits").
+struct SyncLimits: Sendable {
+    /// Upload messages per second per connection (a bucket of one second); 0: no limit.
+    var maxUploadsPerSecond: Int
+    /// Bytes of a connection's messages that may wait to be handled before it is dropped.
+    var maxPendingBytes: Int
 }
 
 /// `atoll-server`: the app API (users, tokens), the sync endpoint, health and metrics, over one
@@ -93,13 +152,17 @@ public final class SyncServer: @unchecked Sendable {
         http.webSocket.maxMessageBytes = configuration.maxMessageBytes
         http.webSocket.pingInterval = 30
         http.webSocket.maxQueuedBytes = 256 << 20
+        let limits = SyncLimits(maxUploadsPerSecond: configuration.maxUploadsPerSecond,
+                                maxPendingBytes: max(64 << 20, 4 * configuration.maxMessageBytes))
         self.http = try HTTPServer(configuration: http)
         var apps = [String: SyncApp]()
         var auth = [String: AuthService]()
         for configured in configuration.apps {
             let app = try AdminAPI.applySaved(to: configured, dataDirectory: configuration.dataDirectory)
             let directory = configuration.dataDirectory + "/" + app.id
-            apps[app.id] = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics)
+            let syncApp = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics)
+            syncApp.limits = limits
+            apps[app.id] = syncApp
             var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0) } ?? AuthConfiguration(appId: app.id)
             authHooks?(&authConfiguration)
             auth[app.id] = try AuthService(configuration: authConfiguration, directory: directory)

@@ -98,8 +98,7 @@ extension SyncApp {
     /// Returns how many were closed.
     func closeConnections(ofUser userId: String) -> Int {
         var closed = 0
-        for perConnection in sessions.values {
-            guard let connection = perConnection.values.first?.connection, connection.user.id == userId else { continue }
+        for connection in connections.values where connection.user.id == userId {
             connection.close(code: 1008, reason: "closed by the admin")
             closed += 1
         }

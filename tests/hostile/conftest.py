@@ -1,0 +1,337 @@
+"""Shared setup of tests/hostile: a real atoll-server per test module, users, raw protocol
+clients, a bystander (an ordinary client that must not notice the attacks) and the summary line
+of ATOLL_STRESS_REPORT.
+
+Environment: ATOLL_SERVER (the server program, default .build/release/atoll-server),
+ATOLL_LIBRARY (libatoll.so, for the bystander's Python binding), ATOLL_STRESS_REPORT (a file
+each suite appends one JSON line to), ATOLL_LOAD_CLIENTS / ATOLL_LOAD_SECONDS (test_load.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(REPO_ROOT / "bindings" / "python" / "src"))
+os.environ.setdefault("ATOLL_LIBRARY", str(REPO_ROOT / ".build" / "release" / "libatoll.so"))
+
+SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
+SUBPROTOCOL = "atoll-sync.1"
+
+TASK = {"name": "Task", "primaryKey": "_id",
+        "properties": {"_id": "string", "name": "string", "priority": "int",
+                       "owner_id": "string?"}}
+SCHEMA = [TASK]
+OWNER_RULES = {"Task": {"roles": [{"name": "owner", "read": "owner_id == %user.id",
+                                   "write": "owner_id == %user.id"}]}}
+
+
+# MARK: - The server
+
+class Server:
+    """A running atoll-server (its first stdout line gives the URL)."""
+
+    def __init__(self, proc: subprocess.Popen, url: str, stderr_path: Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.stderr_path = stderr_path
+        m = re.match(r"http://([^:/]+):(\d+)", url)
+        assert m, url
+        self.host, self.port = m.group(1), int(m.group(2))
+
+    def api(self, app_id: str) -> str:
+        return f"{self.url}/api/client/v2.0/app/{app_id}"
+
+    def ws_url(self, app_id: str) -> str:
+        return f"ws://{self.host}:{self.port}/api/client/v2.0/app/{app_id}/realm-sync"
+
+    def rss_kb(self) -> int:
+        """The server's resident set (VmRSS, kB)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the server has used."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def assert_alive(self) -> None:
+        assert self.proc.poll() is None, (
+            f"atoll-server exited with {self.proc.returncode}:\n"
+            f"{self.stderr_path.read_text(errors='replace')[-4000:]}")
+        assert http_json("GET", f"{self.url}/health")[1]["status"] == "ok"
+
+    def stop(self) -> int:
+        """SIGTERM, and the exit code (0 for a clean stop)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+
+def start_server(directory: Path, config: Optional[Dict[str, Any]] = None,
+                 log_level: str = "warning") -> Server:
+    if not SERVER.is_file() or not os.access(SERVER, os.X_OK):
+        pytest.fail(f"atoll-server not found at {SERVER}: build it (`swift build -c release`) "
+                    "or set ATOLL_SERVER", pytrace=False)
+    directory.mkdir(parents=True, exist_ok=True)
+    args = [str(SERVER), "--port", "0", "--data", str(directory / "data"),
+            "--log-level", log_level]
+    if config is not None:
+        config_file = directory / "config.json"
+        config_file.write_text(json.dumps(config))
+        args += ["--config", str(config_file)]
+    stderr_path = directory / "server-stderr.log"
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 15)
+    line = proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
+    m = re.fullmatch(r"listening on (http://\S+)", line)
+    if not m:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"atoll-server did not start (first line {line!r}):\n"
+                    f"{stderr_path.read_text(errors='replace')}", pytrace=False)
+    return Server(proc, m.group(1).rstrip("/"), stderr_path)
+
+
+# MARK: - HTTP
+
+def http_json(method: str, url: str, body: Optional[Any] = None, token: Optional[str] = None,
+              raw: Optional[bytes] = None) -> Tuple[int, Any]:
+    """(status, decoded JSON body or None); HTTP errors are answers, not exceptions."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=15) as resp:
+            status, text = resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    return status, (json.loads(text) if text else None)
+
+
+def login_anonymous(server: Server, app_id: str) -> Dict[str, Any]:
+    status, body = http_json("POST", f"{server.api(app_id)}/auth/providers/anon-user/login", {})
+    assert status == 200, body
+    return body
+
+
+def login_email(server: Server, app_id: str, email: str,
+                password: str = "secret-1") -> Dict[str, Any]:
+    api = server.api(app_id)
+    status, body = http_json("POST", f"{api}/auth/providers/local-userpass/register",
+                             {"email": email, "password": password})
+    assert status in (201, 409), body
+    status, body = http_json("POST", f"{api}/auth/providers/local-userpass/login",
+                             {"username": email, "password": password})
+    assert status == 200, body
+    return body
+
+
+# MARK: - Raw protocol clients
+
+class Raw:
+    """A raw sync client over Python's websockets (docs/protocol.md), speaking by hand."""
+
+    def __init__(self, server: Server, app_id: str, token: Optional[str],
+                 query_token: bool = False) -> None:
+        from websockets.sync.client import connect
+        url = server.ws_url(app_id)
+        headers = {}
+        if token is not None and query_token:
+            url += f"?access_token={token}"
+        elif token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        self.conn = connect(url, subprotocols=[SUBPROTOCOL], additional_headers=headers,
+                            proxy=None, compression=None, open_timeout=10,
+                            max_size=None, ping_interval=None).__enter__()
+        self.clock_ms = int(time.time() * 1000)
+        self.client_version = 0
+        self.ident = 0
+
+    def send(self, message: Any) -> None:
+        self.conn.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
+
+    def recv(self, timeout: float = 10) -> Dict[str, Any]:
+        return json.loads(self.conn.recv(timeout=timeout))
+
+    def until(self, done: Callable[[Dict[str, Any]], bool],
+              timeout: float = 10) -> List[Dict[str, Any]]:
+        """Messages up to and including the first one `done` accepts."""
+        got: List[Dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while not got or not done(got[-1]):
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out; got {got}"
+            got.append(self.recv(left))
+        return got
+
+    def closed_with(self, timeout: float = 10) -> Tuple[Optional[int], List[Dict[str, Any]]]:
+        """Reads until the server closes; (close code it sent, messages read before)."""
+        from websockets.exceptions import ConnectionClosed
+        got: List[Dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                assert left > 0, f"the server did not close the connection; got {got}"
+                text = self.conn.recv(timeout=left)
+                got.append(json.loads(text))
+        except ConnectionClosed as e:
+            return (e.rcvd.code if e.rcvd is not None else None), got
+
+    def bind(self, session: int = 1, file: Optional[Dict[str, int]] = None,
+             schema: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> List[Dict[str, Any]]:
+        """Binds a flexible session; returns what came up to its first uploadAck (or error)."""
+        self.send({"type": "bind", "session": session, "mode": "flexible", "file": file,
+                   "downloadCursor": 0, "schema": SCHEMA if schema is None else schema, **extra})
+        got = self.until(lambda m: m["type"] in ("uploadAck", "error"))
+        for m in got:
+            if m["type"] == "ident":
+                self.ident = m["file"]["ident"]
+                self.file = m["file"]
+        return got
+
+    def subscribe(self, query: str = "TRUEPREDICATE", args: Optional[List[Any]] = None,
+                  session: int = 1, version: int = 1, cls: str = "Task") -> List[Dict[str, Any]]:
+        self.send({"type": "query", "session": session, "version": version, "queries": [
+            {"name": "q", "class": cls, "query": query, "args": args or []}]})
+        return self.until(lambda m: m["type"] in ("queryComplete", "queryError", "error"))
+
+    def changeset(self, instructions: List[Dict[str, Any]]) -> Dict[str, Any]:
+        self.client_version += 1
+        self.clock_ms = max(self.clock_ms + 1, int(time.time() * 1000))
+        return {"clientVersion": self.client_version, "lastServerVersion": 0,
+                "clock": [self.clock_ms, 0, self.ident or 1], "instructions": instructions}
+
+    def upload(self, instructions: List[Dict[str, Any]], session: int = 1) -> None:
+        self.send({"type": "upload", "session": session,
+                   "changesets": [self.changeset(instructions)]})
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Raw":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def create_task(pk: str, owner: Optional[str] = None, priority: int = 0) -> Dict[str, Any]:
+    return {"op": "create", "class": "Task", "primaryKey": pk,
+            "object": {"name": f"task {pk}", "priority": priority, "owner_id": owner}}
+
+
+# MARK: - The bystander
+
+class Bystander:
+    """Two ordinary clients (the Python binding) of one user pair on the server: `probe()` writes
+    on one and times until the other has it. Errors either reports are kept in `errors`."""
+
+    def __init__(self, server: Server, app_id: str, directory: Path, owner_rules: bool) -> None:
+        import atoll
+        self.atoll = atoll
+        self.errors: List[Any] = []
+        self.latencies: List[float] = []
+        self.apps = []
+        self.realms = []
+        self.tokens = []
+        self.owner_rules = owner_rules
+        users = []
+        for name in ("writer", "reader"):
+            app = atoll.App(app_id, server.url, metadata_dir=directory / f"meta-{name}")
+            self.tokens.append(app.on_error(self.errors.append))
+            user = app.login(atoll.Credentials.email_password(*self._account(server, app_id, name)))
+            self.apps.append(app)
+            users.append(user)
+        # With owner rules both clients are one user (two devices); otherwise two users.
+        self.user_id = users[0].id
+        for name, user in zip(("writer", "reader"), users):
+            realm = atoll.open_synced(user, directory / f"{name}.realm", schema=SCHEMA,
+                                      initial_subscriptions=[("all", "Task", "TRUEPREDICATE")])
+            realm.subscriptions.wait(timeout=10)
+            self.realms.append(realm)
+        self.count = 0
+
+    def _account(self, server: Server, app_id: str, name: str) -> Tuple[str, str]:
+        email = "bystander@example.com" if self.owner_rules else f"bystander-{name}@example.com"
+        login_email(server, app_id, email)
+        return email, "secret-1"
+
+    def probe(self, timeout: float = 10) -> float:
+        """One write on the writer until the reader has it; seconds."""
+        writer, reader = self.realms
+        self.count += 1
+        pk = f"bystander-{self.count}"
+        started = time.monotonic()
+        with writer.write():
+            writer.create("Task", {"_id": pk, "name": pk, "priority": self.count,
+                                   "owner_id": self.user_id})
+        while True:
+            reader.refresh()
+            if reader.get("Task", pk) is not None:
+                break
+            assert time.monotonic() - started < timeout, f"{pk} did not reach the reader"
+            time.sleep(0.002)
+        took = time.monotonic() - started
+        self.latencies.append(took)
+        return took
+
+    def close(self) -> None:
+        for r in self.realms:
+            r.close()
+        for t in self.tokens:
+            t.cancel()
+        for a in self.apps:
+            a.close()
+
+
+# MARK: - The summary line
+
+def report(suite: str, rounds: int, operations: int, faults: int, lost: int, crashes: int,
+           figures: str) -> None:
+    """Appends the suite's line to ATOLL_STRESS_REPORT (when set) and prints it."""
+    line = {"suite": suite, "rounds": rounds, "operations": operations, "faults": faults,
+            "lost": lost, "crashes": crashes, "figures": figures}
+    print("\n" + json.dumps(line))
+    target = os.environ.get("ATOLL_STRESS_REPORT")
+    if target:
+        with open(target, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def percentile(values: List[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield tmp_path_factory.mktemp("hostile")
