@@ -429,8 +429,10 @@ public final class Store: @unchecked Sendable {
     }
 
     /// The change-log entries after a version, oldest first.
-    /// - Parameter limit: at most this many entries; nil for all.
-    public func changes(after version: UInt64, limit: Int? = nil) throws -> [ChangeSet] {
+    /// - Parameters:
+    ///   - limit: at most this many entries; nil for all.
+    ///   - skipping: versions whose instructions are not read (their entries come back empty).
+    public func changes(after version: UInt64, limit: Int? = nil, skipping: Set<UInt64> = []) throws -> [ChangeSet] {
         try locked { conn in
             let s = try conn.statement(
                 "SELECT version, committed_at FROM _atoll_versions WHERE version > ? ORDER BY version LIMIT ?")
@@ -443,7 +445,7 @@ public final class Store: @unchecked Sendable {
             }
             s.reset()
             let chunks = try conn.statement("SELECT instructions FROM _atoll_changes WHERE version = ? AND chunk >= 0 ORDER BY chunk")
-            for i in sets.indices {
+            for i in sets.indices where !skipping.contains(sets[i].version) {
                 chunks.reset()
                 chunks.bind(1, Int64(sets[i].version))
                 while try chunks.step() {

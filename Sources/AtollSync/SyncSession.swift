@@ -437,14 +437,15 @@ public final class SyncSession: @unchecked Sendable {
     /// Inside a write: every entry after the last translated one, except the client's own.
     private func translateLocal(_ sql: MetadataSQL) throws {
         let processed = UInt64(try ClientTables.int(sql, "processedLocal"))
-        let entries = try store.changes(after: processed)
-        guard let newest = entries.last?.version else { return }
-        if let first = entries.first?.version, first > processed + 1, processed > 0 {
-            report(SyncError(.internalServerError, "local changes \(processed + 1)...\(first - 1) were pruned before they could be uploaded"))
-        }
         var applied = Set<UInt64>()
         for row in try sql.rows("SELECT version FROM _atoll_sync_applied WHERE version > ?", [.int(Int64(processed))]) {
             if case .int(let v) = row[0] { applied.insert(UInt64(v)) }
+        }
+        // The session's own commits (downloads) are not read: a bootstrap's entry is large.
+        let entries = try store.changes(after: processed, skipping: applied)
+        guard let newest = entries.last?.version else { return }
+        if let first = entries.first?.version, first > processed + 1, processed > 0 {
+            report(SyncError(.internalServerError, "local changes \(processed + 1)...\(first - 1) were pruned before they could be uploaded"))
         }
         let translator = Translator(store: store, sql: sql, clock: clock)
         for entry in entries where !applied.contains(entry.version) {
