@@ -48,10 +48,10 @@ final class Session {
 
 /// One app's sync engine: its store, history and sessions. Everything runs on `queue`, one
 /// message at a time, so integration is serial and sessions need no locks.
-final class SyncApp: @unchecked Sendable {
+package final class SyncApp: @unchecked Sendable {
     /// Changed only on the queue (the admin API replaces the rules).
     var configuration: AppConfiguration
-    let queue: DispatchQueue
+    package let queue: DispatchQueue
     let log: Logger
     let metrics: Metrics
     let path: String
@@ -68,7 +68,7 @@ final class SyncApp: @unchecked Sendable {
 
     var schema: Schema { store.schema }
 
-    init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
+    package init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
         self.configuration = configuration
         self.log = log
         self.metrics = metrics
@@ -103,13 +103,13 @@ final class SyncApp: @unchecked Sendable {
         }
     }
 
-    func close() {
+    package func close() {
         queue.sync { store.close() }
     }
 
     // MARK: - Connections
 
-    func connectionClosed(_ connection: SyncConnection) {
+    package func connectionClosed(_ connection: SyncConnection) {
         queue.async { [self] in
             failedBinds[ObjectIdentifier(connection)] = nil
             let gone = sessions.removeValue(forKey: ObjectIdentifier(connection))?.count ?? 0
