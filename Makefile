@@ -11,6 +11,9 @@
 #   make bench   deps, then bench/run (storage), bench/net/run (network), bench/sync (sync);
 #                make bench-net, make bench-sync: one of them
 #   make memcheck-net   tests/net with the servers under valgrind
+#   make fuzz    the fuzz targets (tests/fuzz: objects, rql, sync, http) built with libFuzzer into
+#                .build-fuzz, each run FUZZ_SECONDS (default 20); fails on any crash (docs/testing.md)
+#   make stress  the long runs: each fuzz target for STRESS_FUZZ_SECONDS (default 300)
 #   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
 #   make clean   removes build/ and .build/ (distclean also removes .venv)
 #
@@ -54,8 +57,19 @@ CLI_TESTS := tests/cli
 ADMIN_TESTS := tests/admin
 ADMIN_SCREENSHOTS := $(CURDIR)/$(BUILD_DIR)/admin-screenshots
 ATOLL_CLI := $(CURDIR)/$(BUILD_DIR)/bin/atoll
+# Fuzzing (docs/testing.md): a second, instrumented build of the package (swiftc
+# -sanitize=fuzzer: libFuzzer's coverage in every Swift module) in its own scratch path, and the
+# C targets compiled by the toolchain's clang, whose libFuzzer runtime matches.
+FUZZ_SCRATCH := .build-fuzz
+FUZZ_BIN := $(CURDIR)/$(FUZZ_SCRATCH)/release
+FUZZ_TARGETS := objects rql sync http
+FUZZ_SECONDS ?= 20
+STRESS_FUZZ_SECONDS ?= 300
+FUZZ_CC ?= $(dir $(realpath $(shell command -v $(SWIFT))))clang
+FUZZ_SWIFT_FLAGS := -c release --scratch-path $(FUZZ_SCRATCH) -Xswiftc -sanitize=fuzzer -Xswiftc -DATOLL_LIBFUZZER
 
-.PHONY: deps build test demo bench bench-net bench-sync memcheck-net install clean distclean
+.PHONY: deps build test demo bench bench-net bench-sync memcheck-net install clean distclean \
+    fuzz fuzz-build stress
 
 deps:
 	@missing=""; \
@@ -106,6 +120,8 @@ test: deps build
 	echo "== pytest $(ADMIN_TESTS) (screenshots in $(ADMIN_SCREENSHOTS))"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) ATOLL_SCREENSHOTS=$(ADMIN_SCREENSHOTS) \
 	    $(VENV)/bin/pytest -q -s $(ADMIN_TESTS) || failed="$$failed admin-tests"; \
+	echo "== make fuzz ($(FUZZ_SECONDS) s per target)"; \
+	$(MAKE) --no-print-directory fuzz || failed="$$failed fuzz"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
 
@@ -157,13 +173,39 @@ memcheck-net: deps build
 	ATOLL_NET_PEER_WRAPPER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q" \
 	    $(VENV)/bin/pytest -q $(NET_TESTS)
 
+# The fuzz targets with libFuzzer: libatoll.so and the Swift targets instrumented, the C targets
+# linked to that library.
+fuzz-build:
+	$(SWIFT) build $(FUZZ_SWIFT_FLAGS) --product atoll
+	$(SWIFT) build $(FUZZ_SWIFT_FLAGS) --product atoll-fuzz-sync
+	$(SWIFT) build $(FUZZ_SWIFT_FLAGS) --product atoll-fuzz-http
+	ln -sf libatoll.so $(FUZZ_BIN)/libatoll.so.0
+	for t in objects rql; do \
+	    $(FUZZ_CC) -fsanitize=fuzzer -O1 -g -Wall -Werror -Iinclude $$(pkg-config --cflags jansson) \
+	        tests/fuzz/c/fuzz_$$t.c -o $(FUZZ_BIN)/atoll-fuzz-$$t \
+	        -L$(FUZZ_BIN) -latoll $$(pkg-config --libs jansson) -Wl,-rpath,$(FUZZ_BIN); \
+	done
+
+# Each target for FUZZ_SECONDS from its corpus (tests/fuzz/corpus) and what earlier runs found
+# (build/fuzz/corpus); every target runs, and the goal fails if any found a crash, hang or leak.
+fuzz: deps fuzz-build
+	@failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+	    FUZZ_BIN=$(FUZZ_BIN) tests/fuzz/run $$t $(FUZZ_SECONDS) || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make fuzz: FAILED:$$failed (inputs in $(BUILD_DIR)/fuzz/artifacts)" >&2; exit 1; fi
+
+# Long runs (others add theirs here): each fuzz target for STRESS_FUZZ_SECONDS.
+stress: deps build
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(STRESS_FUZZ_SECONDS)
+
 # Installs libatoll.so.0, atoll.h, atoll.pc, the CMake package and the atoll command under PREFIX.
 PREFIX ?= /usr/local
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD_DIR) .build
+	rm -rf $(BUILD_DIR) .build $(FUZZ_SCRATCH)
 
 distclean: clean
 	rm -rf $(VENV)
