@@ -5,7 +5,8 @@
 // with its store in a scratch directory) through an in-memory connection, as a WebSocket would
 // deliver it: bind, query, upload (integration into the store), mark, unbind.
 //
-// Contract checked: nothing traps; every `error` the server sends has a known code and a
+// Contract checked: nothing traps (a client's clock also observes each changeset's clocks and
+// reads on, as after a download); every `error` the server sends has a known code and a
 // non-empty message, and none is `internalServerError` (bad input is named as such).
 import AtollFuzzSupport
 import AtollJSON
@@ -49,6 +50,16 @@ func decodeParts(_ message: Fields) {
     if let one = message["changeset"] { changesets.append(one) }
     for value in changesets {
         guard let changeset = try? SyncChangeset(wire: value) else { continue }
+        // What a client does with the clocks of a download (SyncSession): move its own clock
+        // past them, then take readings for its next commits.
+        let clock = HybridClock(node: 1)
+        clock.observe(changeset.clock)
+        for instruction in changeset.instructions {
+            if let c = instruction.clock { clock.observe(c) }
+            for c in instruction.fieldClocks.values { clock.observe(c) }
+        }
+        _ = clock.now()
+        _ = clock.stamp(wall: 0)
         do {
             let again = try SyncChangeset(wire: changeset.wireValue)
             guard again.instructions.count == changeset.instructions.count else {
