@@ -638,7 +638,7 @@ package final class SyncApp: @unchecked Sendable {
         var texts = [String]()
         for r in rejected {
             let key = keyText(r.primaryKey)
-            if let view = s.views[r.className], let doc = try store.object(r.className, primaryKey: r.primaryKey),
+            if let view = s.views[r.className], let doc = try storedObject(r.className, r.primaryKey),
                try matching(r.className, view, among: [r.primaryKey]).contains(key) {
                 let meta = try ObjectMetadata.load(store, className: r.className, key: key)
                 texts.append(Wire.encode(meta.upsert(r.className, r.primaryKey, key, doc).wireValue))
@@ -649,6 +649,16 @@ package final class SyncApp: @unchecked Sendable {
             }
         }
         send(s, serverVersion: s.downloadCursor, clock: .zero, instructions: texts)
+    }
+
+    /// The object a refused write named, as stored; nil when there is none, also when the key
+    /// cannot name one (of the wrong type for the class: the client gets an evict for it).
+    private func storedObject(_ cls: String, _ key: Value) throws -> Document? {
+        do {
+            return try store.object(cls, primaryKey: key)
+        } catch let error as AtollError where error.code == .typeMismatch || error.code == .invalidArgument {
+            return nil
+        }
     }
 
     /// Sends each ready session what one integrated changeset changed in its view.
