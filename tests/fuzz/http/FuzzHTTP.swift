@@ -36,7 +36,10 @@ let server: SyncServer = {
         configuration.logLevel = .error
         configuration.adminKey = adminKey
         configuration.apps = [try AppConfiguration(json: try EJSON.parse(config))]
-        return try SyncServer(configuration: configuration)
+        let server = try SyncServer(configuration: configuration)
+        // The data directory goes when the process ends (libFuzzer exits through exit()).
+        atexit { try? FileManager.default.removeItem(atPath: directory) }
+        return server
     } catch {
         fuzzFailure("the server does not open: \(error)")
     }
