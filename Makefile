@@ -15,7 +15,7 @@
 #                .build-fuzz, each run FUZZ_SECONDS (default 20); fails on any crash (docs/testing.md)
 #   make stress  the long runs: each fuzz target for STRESS_FUZZ_SECONDS (default 300)
 #   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
-#   make clean   removes build/ and .build/ (distclean also removes .venv)
+#   make clean   removes build/, .build/ and .build-fuzz/ (distclean also removes .venv)
 #
 # Debug or release: libatoll.so is built in release everywhere (SWIFT_CONFIG, default release:
 # it builds faster here, ~3 s vs ~7 s for a small package, and runs faster). `swift build`, the
@@ -187,11 +187,12 @@ fuzz-build:
 	done
 
 # Each target for FUZZ_SECONDS from its corpus (tests/fuzz/corpus) and what earlier runs found
-# (build/fuzz/corpus); every target runs, and the goal fails if any found a crash, hang or leak.
+# ($(BUILD_DIR)/fuzz/corpus); every target runs, and the goal fails if any found a crash, a hang or an
+# input over the memory limit.
 fuzz: deps fuzz-build
 	@failed=""; \
 	for t in $(FUZZ_TARGETS); do \
-	    FUZZ_BIN=$(FUZZ_BIN) tests/fuzz/run $$t $(FUZZ_SECONDS) || failed="$$failed $$t"; \
+	    FUZZ_BIN=$(FUZZ_BIN) FUZZ_WORK=$(CURDIR)/$(BUILD_DIR)/fuzz tests/fuzz/run $$t $(FUZZ_SECONDS) || failed="$$failed $$t"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "make fuzz: FAILED:$$failed (inputs in $(BUILD_DIR)/fuzz/artifacts)" >&2; exit 1; fi
 
