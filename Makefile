@@ -15,8 +15,10 @@
 #   make bench   deps, then bench/run (storage), bench/net/run (network), bench/sync (sync);
 #                make bench-net, make bench-sync: one of them
 #   make memcheck-net   tests/net with the servers under valgrind
+#   make fuzz    the fuzz targets (tests/fuzz: objects, rql, sync, http) built with libFuzzer into
+#                .build-fuzz, each run FUZZ_SECONDS (default 20); fails on any crash (docs/testing.md)
 #   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
-#   make clean   removes build/ and .build/ (distclean also removes .venv)
+#   make clean   removes build/, .build/ and .build-fuzz/ (distclean also removes .venv)
 #
 # Debug or release: libatoll.so is built in release everywhere (SWIFT_CONFIG, default release:
 # it builds faster here, ~3 s vs ~7 s for a small package, and runs faster). `swift build`, the
@@ -67,7 +69,19 @@ FAULT_TESTS := tests/faults
 # with 100 clients for 10 s; `make stress` with 1,000 for 60 s.
 HOSTILE_TESTS := tests/hostile
 
-.PHONY: deps build test demo stress bench bench-net bench-sync memcheck-net install clean distclean
+# Fuzzing (docs/testing.md): a second, instrumented build of the package (swiftc
+# -sanitize=fuzzer: libFuzzer's coverage in every Swift module) in its own scratch path, and the
+# C targets compiled by the toolchain's clang, whose libFuzzer runtime matches.
+FUZZ_SCRATCH := .build-fuzz
+FUZZ_BIN := $(CURDIR)/$(FUZZ_SCRATCH)/release
+FUZZ_TARGETS := objects rql sync http
+FUZZ_SECONDS ?= 20
+STRESS_FUZZ_SECONDS ?= 300
+FUZZ_CC ?= $(dir $(realpath $(shell command -v $(SWIFT))))clang
+FUZZ_SWIFT_FLAGS := -c release --scratch-path $(FUZZ_SCRATCH) -Xswiftc -sanitize=fuzzer -Xswiftc -DATOLL_LIBFUZZER
+
+.PHONY: deps build test demo bench bench-net bench-sync memcheck-net install clean distclean \
+    fuzz fuzz-build stress
 
 deps:
 	@missing=""; \
@@ -124,6 +138,8 @@ test: deps build
 	echo "== pytest $(HOSTILE_TESTS) (forged clients, tokens, load: 100 clients for 10 s)"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(HOSTILE_TESTS) \
 	    || failed="$$failed hostile-tests"; \
+	echo "== make fuzz ($(FUZZ_SECONDS) s per target)"; \
+	$(MAKE) --no-print-directory fuzz || failed="$$failed fuzz"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
 
@@ -185,6 +201,9 @@ stress: deps build
 	ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) \
 	    ATOLL_LOAD_CLIENTS=1000 ATOLL_LOAD_SECONDS=60 $(VENV)/bin/pytest -q -s $(HOSTILE_TESTS) \
 	    || failed="$$failed hostile-tests"; \
+	echo "== make fuzz ($(STRESS_FUZZ_SECONDS) s per target)"; \
+	ATOLL_STRESS_REPORT=$(STRESS_REPORT) $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(STRESS_FUZZ_SECONDS) \
+	    || failed="$$failed fuzz"; \
 	echo "== summary"; \
 	$(VENV)/bin/python tests/stress/summary.py $(STRESS_REPORT) || failed="$$failed summary"; \
 	if [ -n "$$failed" ]; then echo "make stress: FAILED:$$failed" >&2; exit 1; fi; \
@@ -202,13 +221,36 @@ memcheck-net: deps build
 	ATOLL_NET_PEER_WRAPPER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q" \
 	    $(VENV)/bin/pytest -q $(NET_TESTS)
 
+# The fuzz targets with libFuzzer: libatoll.so and the Swift targets instrumented, the C targets
+# linked to that library.
+fuzz-build:
+	$(SWIFT) build $(FUZZ_SWIFT_FLAGS) --product atoll
+	$(SWIFT) build $(FUZZ_SWIFT_FLAGS) --product atoll-fuzz-sync
+	$(SWIFT) build $(FUZZ_SWIFT_FLAGS) --product atoll-fuzz-http
+	ln -sf libatoll.so $(FUZZ_BIN)/libatoll.so.0
+	for t in objects rql; do \
+	    $(FUZZ_CC) -fsanitize=fuzzer -O1 -g -Wall -Werror -Iinclude $$(pkg-config --cflags jansson) \
+	        tests/fuzz/c/fuzz_$$t.c -o $(FUZZ_BIN)/atoll-fuzz-$$t \
+	        -L$(FUZZ_BIN) -latoll $$(pkg-config --libs jansson) -Wl,-rpath,$(FUZZ_BIN); \
+	done
+
+# Each target for FUZZ_SECONDS from its corpus (tests/fuzz/corpus) and what earlier runs found
+# ($(BUILD_DIR)/fuzz/corpus); every target runs, and the goal fails if any found a crash, a hang or an
+# input over the memory limit.
+fuzz: deps fuzz-build
+	@failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+	    FUZZ_BIN=$(FUZZ_BIN) FUZZ_WORK=$(CURDIR)/$(BUILD_DIR)/fuzz tests/fuzz/run $$t $(FUZZ_SECONDS) || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make fuzz: FAILED:$$failed (inputs in $(BUILD_DIR)/fuzz/artifacts)" >&2; exit 1; fi
+
 # Installs libatoll.so.0, atoll.h, atoll.pc, the CMake package and the atoll command under PREFIX.
 PREFIX ?= /usr/local
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD_DIR) .build
+	rm -rf $(BUILD_DIR) .build $(FUZZ_SCRATCH)
 
 distclean: clean
 	rm -rf $(VENV)

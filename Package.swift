@@ -76,6 +76,15 @@ let package = Package(
         .executableTarget(name: "atoll-sync-bench", dependencies: ["AtollServer", "AtollSync", "AtollProtocol", "AtollStore", "CSQLite"], path: "bench/sync"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite", "AtollBenchSupport"], path: "bench/swift"),
         // The benchmark's typed-API contender (bench/README.md): the same workloads through Atoll.
+        // The Swift fuzz targets (docs/testing.md, "Fuzzing"): the sync protocol on an in-process
+        // server engine, and the HTTP API in process. Built with libFuzzer by `make fuzz` (into
+        // .build-fuzz, with -sanitize=fuzzer -DATOLL_LIBFUZZER); a normal build makes them replay
+        // the inputs they are given (the corpora in tests/fuzz/corpus).
+        .target(name: "AtollFuzzSupport", path: "tests/fuzz/support"),
+        .executableTarget(name: "atoll-fuzz-sync", dependencies: ["AtollFuzzSupport", "AtollServer", "AtollProtocol", "AtollJSON", "AtollStore"],
+                          path: "tests/fuzz/sync"),
+        .executableTarget(name: "atoll-fuzz-http", dependencies: ["AtollFuzzSupport", "AtollServer", "AtollNet", "AtollProtocol", "AtollJSON"],
+                          path: "tests/fuzz/http"),
         .executableTarget(name: "atoll-typed-bench", dependencies: ["Atoll", "AtollStore", "AtollBenchSupport"], path: "bench/typed"),
     ]
 )

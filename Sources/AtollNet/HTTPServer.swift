@@ -283,6 +283,96 @@ public final class HTTPServer: @unchecked Sendable {
         router.withLock { $0.matchWebSocket(path: path) }
     }
 
+    /// What routing made of a request: an answer at once (no route, a method not allowed, a
+    /// bad target), or the handler to run with the request and its path parameters.
+    enum Routed {
+        case answer(HTTPResponse, keepOpen: Bool)
+        case handler(HTTPHandler, HTTPRequest)
+    }
+
+    /// Routes a request whose path is `rawPath` as received (percent-encoded).
+    func route(_ request: HTTPRequest, rawPath: String) -> Routed {
+        guard rawPath.hasPrefix("/") else {
+            return .answer(.error(.badRequest, "request target must be a path"), keepOpen: false)
+        }
+        switch match(method: request.method, path: rawPath) {
+        case .notFound:
+            let status: HTTPStatus = matchWebSocket(path: rawPath) != nil ? .upgradeRequired : .notFound
+            var response = HTTPResponse.error(status, status == .notFound ? "no route for \(request.path)" : "this path takes WebSocket upgrades")
+            if status == .upgradeRequired { response.headers["Upgrade"] = "websocket" }
+            return .answer(response, keepOpen: true)
+        case let .methodNotAllowed(allowed):
+            var response = HTTPResponse.error(.methodNotAllowed, "\(request.method) is not allowed on \(request.path)")
+            response.headers["Allow"] = allowed.joined(separator: ", ")
+            return .answer(response, keepOpen: true)
+        case let .handler(handler, parameters):
+            var routed = request
+            routed.pathParameters = parameters
+            return .handler(handler, routed)
+        }
+    }
+
+    /// Runs a route's handler; a thrown `HTTPError` becomes its status and message, anything
+    /// else a 500 that does not show the internal error.
+    static func run(_ handler: HTTPHandler, _ request: HTTPRequest) async -> HTTPResponse {
+        do {
+            return try await handler(request)
+        } catch let error as HTTPError {
+            return .error(error.status, error.message)
+        } catch {
+            return .error(.internalServerError, "internal error")
+        }
+    }
+
+    /// The request, and its path as received (percent-encoded), which routing splits into
+    /// segments before decoding them (so that `%2F` stays inside a segment).
+    static func request(from message: ParsedMessage, remote: String) -> (HTTPRequest, rawPath: String) {
+        var target = Substring(message.target)
+        // The absolute form (RFC 9112 §3.2.2), "http://host/path": keep the path.
+        for scheme in ["http://", "https://"] where target.lowercased().hasPrefix(scheme) {
+            let rest = target.dropFirst(scheme.count)
+            target = rest.firstIndex(where: { $0 == "/" || $0 == "?" }).map { rest[$0...] } ?? "/"
+            if target.hasPrefix("?") { target = "/" + target }
+        }
+        let (rawPath, query): (Substring, Substring) = {
+            if let mark = target.firstIndex(of: "?") { return (target[..<mark], target[target.index(after: mark)...]) }
+            return (target, "")
+        }()
+        let path = String(rawPath).removingPercentEncoding ?? String(rawPath)
+        let request = HTTPRequest(method: message.method, path: path, query: String(query), headers: message.headers,
+                                  body: message.body, remoteAddress: remote)
+        return (request, String(rawPath))
+    }
+
+    /// Answers one request given as the bytes a client would send (head and body), in process:
+    /// parsed with the connections' parser and limits, routed and handled as a connection does,
+    /// without a socket or the event loop (the fuzz target tests/fuzz uses it). A WebSocket
+    /// upgrade is answered 501 here; bytes after the first request are ignored.
+    package func answer(raw bytes: [UInt8], remoteAddress: String = "127.0.0.1:1") async -> HTTPResponse {
+        let parser = HTTPMessageParser(request: true, maxHeaderBytes: configuration.maxHeaderBytes,
+                                       maxBodyBytes: configuration.maxBodyBytes)
+        var result = bytes.withUnsafeBytes { parser.feed($0) }
+        if case .needMore = result {
+            // The client closed after its bytes: a body read until close ends here.
+            result = parser.feed(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        switch result {
+        case .needMore:
+            return .error(.badRequest, "incomplete request")
+        case let .failure(status, message):
+            return .error(status, message)
+        case let .message(message, _):
+            if message.upgrade {
+                return .error(.notImplemented, "upgrades are not answered in process")
+            }
+            let (request, rawPath) = Self.request(from: message, remote: remoteAddress)
+            switch route(request, rawPath: rawPath) {
+            case let .answer(response, _): return response
+            case let .handler(handler, routed): return await Self.run(handler, routed)
+            }
+        }
+    }
+
     fileprivate func count(_ update: (inout Counters) -> Void) { counterStore.withLock { update(&$0) } }
     fileprivate var tls: Bool { tlsContext != nil }
 }
@@ -477,61 +567,21 @@ private final class ServerConnection: Channel {
         closeAfterFlush(linger: status != .requestTimeout)
     }
 
-    /// The request, and its path as received (percent-encoded), which routing splits into
-    /// segments before decoding them (so that `%2F` stays inside a segment).
-    private func request(from message: ParsedMessage) -> (HTTPRequest, rawPath: String) {
-        var target = Substring(message.target)
-        // The absolute form (RFC 9112 §3.2.2), "http://host/path": keep the path.
-        for scheme in ["http://", "https://"] where target.lowercased().hasPrefix(scheme) {
-            let rest = target.dropFirst(scheme.count)
-            target = rest.firstIndex(where: { $0 == "/" || $0 == "?" }).map { rest[$0...] } ?? "/"
-            if target.hasPrefix("?") { target = "/" + target }
-        }
-        let (rawPath, query): (Substring, Substring) = {
-            if let mark = target.firstIndex(of: "?") { return (target[..<mark], target[target.index(after: mark)...]) }
-            return (target, "")
-        }()
-        let path = String(rawPath).removingPercentEncoding ?? String(rawPath)
-        let request = HTTPRequest(method: message.method, path: path, query: String(query), headers: message.headers,
-                                  body: message.body, remoteAddress: remote)
-        return (request, String(rawPath))
-    }
-
     private func dispatch(_ message: ParsedMessage) {
         handling = true
         readPaused = true
         server.count { $0.requests += 1 }
-        var (request, rawPath) = request(from: message)
+        let (request, rawPath) = HTTPServer.request(from: message, remote: remote)
         let keepAlive = message.keepAlive && !shuttingDown
         let isHead = message.method == "HEAD"
-        guard rawPath.hasPrefix("/") else {
-            respond(.error(.badRequest, "request target must be a path"), keepAlive: false, head: isHead)
-            return
-        }
-        switch server.match(method: request.method, path: rawPath) {
-        case .notFound:
-            let status: HTTPStatus = server.matchWebSocket(path: rawPath) != nil ? .upgradeRequired : .notFound
-            var response = HTTPResponse.error(status, status == .notFound ? "no route for \(request.path)" : "this path takes WebSocket upgrades")
-            if status == .upgradeRequired { response.headers["Upgrade"] = "websocket" }
-            respond(response, keepAlive: keepAlive, head: isHead)
-        case let .methodNotAllowed(allowed):
-            var response = HTTPResponse.error(.methodNotAllowed, "\(request.method) is not allowed on \(request.path)")
-            response.headers["Allow"] = allowed.joined(separator: ", ")
-            respond(response, keepAlive: keepAlive, head: isHead)
-        case let .handler(handler, parameters):
-            request.pathParameters = parameters
+        switch server.route(request, rawPath: rawPath) {
+        case let .answer(response, keepOpen):
+            respond(response, keepAlive: keepAlive && keepOpen, head: isHead)
+        case let .handler(handler, finalRequest):
             let loop = self.loop
             let box = UncheckedBox(self)
-            let finalRequest = request
             Task {
-                let response: HTTPResponse
-                do {
-                    response = try await handler(finalRequest)
-                } catch let error as HTTPError {
-                    response = .error(error.status, error.message)
-                } catch {
-                    response = .error(.internalServerError, "internal error")
-                }
+                let response = await HTTPServer.run(handler, finalRequest)
                 loop.execute { box.value.respond(response, keepAlive: keepAlive, head: isHead) }
             }
         }
@@ -574,7 +624,7 @@ private final class ServerConnection: Channel {
     }
 
     private func upgrade(_ message: ParsedMessage, leftover: UnsafeRawBufferPointer) {
-        var (request, rawPath) = request(from: message)
+        var (request, rawPath) = HTTPServer.request(from: message, remote: remote)
         let headers = message.headers
         guard let (route, parameters) = server.matchWebSocket(path: rawPath) else {
             reject(.notFound, "no WebSocket route for \(request.path)")

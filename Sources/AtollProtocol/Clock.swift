@@ -86,13 +86,24 @@ public final class HybridClock: Sendable {
     public func now() -> Clock {
         let wall = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         return state.withLock { last in
-            if wall > last.milliseconds {
-                last.milliseconds = wall
-                last.counter = 0
-            } else {
-                last.counter += 1
-            }
+            Self.advance(&last, wall: wall)
             return last
+        }
+    }
+
+    /// Moves `last` on: to `wall` when that is later, else one count on within its millisecond,
+    /// or at the end of the counter to the next millisecond. A clock heard from a broken or
+    /// hostile peer can be at the end of both (`[Int64.max, Int64.max, n]` is a valid reading on
+    /// the wire): the reading then stays where it is rather than overflow.
+    private static func advance(_ last: inout Clock, wall: Int64) {
+        if wall > last.milliseconds {
+            last.milliseconds = wall
+            last.counter = 0
+        } else if last.counter < .max {
+            last.counter += 1
+        } else if last.milliseconds < .max {
+            last.milliseconds += 1
+            last.counter = 0
         }
     }
 
@@ -100,12 +111,7 @@ public final class HybridClock: Sendable {
     /// the change log): that time if it is later than every reading so far, else just after the last.
     public func stamp(wall: Int64) -> Clock {
         state.withLock { last in
-            if wall > last.milliseconds {
-                last.milliseconds = wall
-                last.counter = 0
-            } else {
-                last.counter += 1
-            }
+            Self.advance(&last, wall: wall)
             return last
         }
     }

@@ -24,6 +24,8 @@ public final class Metrics: Sendable {
     static let bucketBounds = [0.001, 0.005, 0.025, 0.1, 0.5]
     private let state = Mutex(Counters())
 
+    package init() {}
+
     func update(_ body: (inout Counters) -> Void) { state.withLock { body(&$0) } }
 
     func integrated(seconds: Double, instructions: Int) {

@@ -48,10 +48,10 @@ final class Session {
 
 /// One app's sync engine: its store, history and sessions. Everything runs on `queue`, one
 /// message at a time, so integration is serial and sessions need no locks.
-final class SyncApp: @unchecked Sendable {
+package final class SyncApp: @unchecked Sendable {
     /// Changed only on the queue (the admin API replaces the rules).
     var configuration: AppConfiguration
-    let queue: DispatchQueue
+    package let queue: DispatchQueue
     let log: Logger
     let metrics: Metrics
     let path: String
@@ -70,7 +70,7 @@ final class SyncApp: @unchecked Sendable {
 
     var schema: Schema { store.schema }
 
-    init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
+    package init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
         self.configuration = configuration
         self.log = log
         self.metrics = metrics
@@ -105,7 +105,7 @@ final class SyncApp: @unchecked Sendable {
         }
     }
 
-    func close() {
+    package func close() {
         queue.sync { store.close() }
     }
 
@@ -115,11 +115,11 @@ final class SyncApp: @unchecked Sendable {
     /// connections, also those that have not bound a session yet).
     private(set) var connections: [ObjectIdentifier: SyncConnection] = [:]
 
-    func connectionOpened(_ connection: SyncConnection) {
+    package func connectionOpened(_ connection: SyncConnection) {
         queue.async { [self] in connections[ObjectIdentifier(connection)] = connection }
     }
 
-    func connectionClosed(_ connection: SyncConnection) {
+    package func connectionClosed(_ connection: SyncConnection) {
         queue.async { [self] in
             connections[ObjectIdentifier(connection)] = nil
             failedBinds[ObjectIdentifier(connection)] = nil
@@ -667,7 +667,7 @@ final class SyncApp: @unchecked Sendable {
         var texts = [String]()
         for r in rejected {
             let key = keyText(r.primaryKey)
-            if let view = s.views[r.className], let doc = try store.object(r.className, primaryKey: r.primaryKey),
+            if let view = s.views[r.className], let doc = try storedObject(r.className, r.primaryKey),
                try matching(r.className, view, among: [r.primaryKey]).contains(key) {
                 let meta = try ObjectMetadata.load(store, className: r.className, key: key)
                 texts.append(Wire.encode(meta.upsert(r.className, r.primaryKey, key, doc).wireValue))
@@ -678,6 +678,16 @@ final class SyncApp: @unchecked Sendable {
             }
         }
         send(s, serverVersion: s.downloadCursor, clock: .zero, instructions: texts)
+    }
+
+    /// The object a refused write named, as stored; nil when there is none, also when the key
+    /// cannot name one (of the wrong type for the class: the client gets an evict for it).
+    private func storedObject(_ cls: String, _ key: Value) throws -> Document? {
+        do {
+            return try store.object(cls, primaryKey: key)
+        } catch let error as AtollError where error.code == .typeMismatch || error.code == .invalidArgument {
+            return nil
+        }
     }
 
     /// Sends each ready session what one integrated changeset changed in its view.

@@ -9,9 +9,23 @@ import Synchronization
 /// The sync protocol's WebSocket subprotocol (docs/protocol.md).
 public let syncSubprotocol = "atoll-sync.1"
 
-/// One client's WebSocket: a user of one app, carrying any number of sessions.
-final class SyncConnection: @unchecked Sendable {
-    let socket: WebSocket
+/// Where a connection's messages go: its WebSocket, or an in-memory peer (the fuzz target in
+/// tests/fuzz drives `SyncApp.handle` through one, without sockets).
+package protocol SyncTransport: AnyObject, Sendable {
+    /// Queues a text message; throws `NetError.queueFull` for a peer that does not keep up.
+    func send(_ text: String) throws
+    func close(code: UInt16, reason: String)
+    /// The peer's address, for the admin console.
+    var remoteAddress: String { get }
+}
+
+extension WebSocket: SyncTransport {
+    package var remoteAddress: String { request?.remoteAddress ?? "" }
+}
+
+/// One client's connection: a user of one app, carrying any number of sessions.
+package final class SyncConnection: @unchecked Sendable {
+    let transport: any SyncTransport
     let user: RuleUser
     let app: SyncApp
 
@@ -26,14 +40,15 @@ final class SyncConnection: @unchecked Sendable {
     /// Bytes of messages read and not yet handled on the app's queue.
     let pendingBytes = Atomic<Int>(0)
 
-    init(socket: WebSocket, user: RuleUser, app: SyncApp) {
-        self.socket = socket
+    package init(transport: any SyncTransport, user: RuleUser, app: SyncApp) {
+        self.transport = transport
         self.user = user
         self.app = app
         uploadAllowance = Double(app.limits.maxUploadsPerSecond)
     }
 
-    func start() {
+    /// Reads the messages of a WebSocket (this connection's transport).
+    func start(on socket: WebSocket) {
         app.metrics.update { c in
             c.connections += 1
             c.connectionsOpened += 1
@@ -57,14 +72,7 @@ final class SyncConnection: @unchecked Sendable {
                 }
                 app.queue.async { [self] in
                     defer { pendingBytes.subtract(size, ordering: .relaxed) }
-                    guard !throttled else { return }
-                    do {
-                        app.handle(try Wire.decode(text), from: self)
-                    } catch {
-                        app.metrics.error(SyncErrorCode.badMessage.rawValue)
-                        send(SyncErrorMessage(.badMessage, "\(error)").wireValue)
-                        close(code: 1002, reason: "bad message")
-                    }
+                    receive(text)
                 }
             case .binary:
                 send(SyncErrorMessage(.badMessage, "messages are JSON text, not binary").wireValue)
@@ -78,20 +86,32 @@ final class SyncConnection: @unchecked Sendable {
         }
     }
 
+    /// Handles one text message of the client; call on the app's queue.
+    package func receive(_ text: String) {
+        guard !throttled else { return }
+        do {
+            app.handle(try Wire.decode(text), from: self)
+        } catch {
+            app.metrics.error(SyncErrorCode.badMessage.rawValue)
+            send(SyncErrorMessage(.badMessage, "\(error)").wireValue)
+            close(code: 1002, reason: "bad message")
+        }
+    }
+
     func send(_ value: Value) { send(text: Wire.encode(value)) }
 
     func send(text: String) {
-        do { try socket.send(text) } catch NetError.queueFull(_) {
+        do { try transport.send(text) } catch NetError.queueFull(_) {
             // A client that does not read its downloads is dropped; it resumes from its cursor.
             app.log.warning("dropping a connection that does not keep up", ["user": user.id])
-            socket.close(code: 1008, reason: "too far behind")
+            transport.close(code: 1008, reason: "too far behind")
         } catch {
             // The connection is closing: the client resumes from its cursor when it comes back.
             app.log.debug("a message to a closing connection was dropped", ["user": user.id, "error": "\(error)"])
         }
     }
 
-    func close(code: UInt16, reason: String) { socket.close(code: code, reason: reason) }
+    func close(code: UInt16, reason: String) { transport.close(code: code, reason: reason) }
 
     /// Takes one upload from the bucket (on the app's queue); false when the connection is over
     /// `maxUploadsPerSecond`. A limit of 0 lets everything through.
@@ -222,7 +242,7 @@ public final class SyncServer: @unchecked Sendable {
                                socket.close(code: 1008, reason: "not authorized")
                                return
                            }
-                           SyncConnection(socket: socket, user: user, app: app).start()
+                           SyncConnection(transport: socket, user: user, app: app).start(on: socket)
                        })
     }
 
@@ -241,6 +261,13 @@ public final class SyncServer: @unchecked Sendable {
         } catch {
             throw HTTPError(.unauthorized, "\(error)")
         }
+    }
+
+    /// Answers one HTTP request given as raw bytes, in process, as the server's connections do
+    /// (`HTTPServer.answer(raw:)`): the app API, the admin API, health and metrics, without a
+    /// socket. For the fuzz target tests/fuzz/http; the server need not be started.
+    package func answer(raw bytes: [UInt8]) async -> HTTPResponse {
+        await http.answer(raw: bytes)
     }
 
     /// An app's auth service (tests and the admin API).

@@ -54,7 +54,7 @@ extension SyncApp {
             .doc([
                 "id": .string(String(UInt(bitPattern: ObjectIdentifier(connection).hashValue), radix: 16)),
                 "user": .string(connection.user.id),
-                "address": .string(connection.socket.request?.remoteAddress ?? ""),
+                "address": .string(connection.transport.remoteAddress),
                 "sessions": .list(sessions.map(adminSession)),
             ])
         })

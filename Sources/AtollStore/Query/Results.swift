@@ -21,12 +21,29 @@ public final class Results: @unchecked Sendable {
         self.compiled = compiled
     }
 
+    /// The statement `count()` runs.
+    private var countSQL: String {
+        if let limit = compiled.limit { return "SELECT min(count(*), \(limit)) \(compiled.from) WHERE \(compiled.condition)" }
+        return "SELECT count(*) \(compiled.from) WHERE \(compiled.condition)"
+    }
+
+    /// Prepares the count's statement (and keeps it for `count()`), so that a query SQLite
+    /// cannot take fails when it is made, as a query error, not at its first read.
+    /// - Throws: `.queryInvalid` for a query nested too deeply for SQLite's parser (a few dozen
+    ///   NOTs or nested AND/OR groups overflow its stack before the query parser's own limit).
+    func checkPreparable(_ conn: Connection) throws {
+        do {
+            _ = try conn.statement(countSQL)
+        } catch let error as AtollError where error.code == .internal
+            && (error.message.contains("parser stack overflow") || error.message.contains("Expression tree is too large")) {
+            throw AtollError(.queryInvalid, "the query is nested too deeply for the database (\(error.message)): use fewer levels of NOT and of parentheses")
+        }
+    }
+
     /// How many objects match now.
     public func count() throws -> Int {
         try store.locked { conn in
-            var sql = "SELECT count(*) \(compiled.from) WHERE \(compiled.condition)"
-            if let limit = compiled.limit { sql = "SELECT min(count(*), \(limit)) \(compiled.from) WHERE \(compiled.condition)" }
-            let s = try conn.statement(sql)
+            let s = try conn.statement(countSQL)
             s.bind(compiled.parameters)
             _ = try s.step()
             defer { s.reset() }
@@ -186,13 +203,15 @@ extension Store {
     /// let old = try store.objects("Dog", where: "age > $0 SORT(name ASC)", [.int(10)])
     /// ```
     /// - Throws: `.noSuchClass`, `.querySyntax` (with the position), `.queryInvalid` (unknown
-    ///   property, wrong argument type or count).
+    ///   property, wrong argument type or count, nesting too deep for SQLite).
     public func objects(_ className: String, where query: String = "", _ arguments: [Value] = []) throws -> Results {
         try locked { conn in
             let info = try classInfo(className)
             let parsed = try Parser.parse(query)
             let compiled = try QueryCompiler(store: self, conn: conn, root: info, arguments: arguments).compile(parsed)
-            return Results(store: self, info: info, compiled: compiled)
+            let results = Results(store: self, info: info, compiled: compiled)
+            try results.checkPreparable(conn)
+            return results
         }
     }
 
