@@ -65,6 +65,17 @@ final class SyncFixture: @unchecked Sendable {
             syncTimeouts: SyncTimeoutOptions(connectTimeout: 5, downloadTimeout: 15)))
     }
 
+    /// Two anonymous users of one device's app, each with a realm subscribed to every task.
+    func twoUsers() async throws -> (ann: User, annRealm: Realm, annSession: SyncSession,
+                                     bob: User, bobRealm: Realm, bobSession: SyncSession) {
+        let app = app("device")
+        let ann = try await app.login(credentials: .anonymous)
+        let bob = try await app.login(credentials: .anonymous)
+        let annRealm = try await openAll(ann)
+        let bobRealm = try await openAll(bob)
+        return (ann, annRealm, try XCTUnwrap(annRealm.syncSession), bob, bobRealm, try XCTUnwrap(bobRealm.syncSession))
+    }
+
     /// A user's flexible sync realm subscribed to every task, with the server's data.
     func openAll(_ user: User) async throws -> Realm {
         var config = user.flexibleSyncConfiguration(initialSubscriptions: { subs in
@@ -468,13 +479,7 @@ final class SyncTests: XCTestCase {
 
     func testOfflineWriteIsUploadedOnResume() async throws {
         try await withServer { f in
-            let app = f.app("device")
-            let ann = try await app.login(credentials: .anonymous)
-            let bob = try await app.login(credentials: .anonymous)
-            let annRealm = try await f.openAll(ann)
-            let bobRealm = try await f.openAll(bob)
-            let annSession = try XCTUnwrap(annRealm.syncSession)
-            let bobSession = try XCTUnwrap(bobRealm.syncSession)
+            let (ann, annRealm, annSession, _, bobRealm, bobSession) = try await f.twoUsers()
 
             annSession.pause()
             XCTAssertEqual(annSession.state, .paused)
@@ -501,13 +506,7 @@ final class SyncTests: XCTestCase {
 
     func testCountersAddUpAcrossDevices() async throws {
         try await withServer { f in
-            let app = f.app("device")
-            let ann = try await app.login(credentials: .anonymous)
-            let bob = try await app.login(credentials: .anonymous)
-            let annRealm = try await f.openAll(ann)
-            let bobRealm = try await f.openAll(bob)
-            let annSession = try XCTUnwrap(annRealm.syncSession)
-            let bobSession = try XCTUnwrap(bobRealm.syncSession)
+            let (ann, annRealm, annSession, _, bobRealm, bobSession) = try await f.twoUsers()
             let post = Todo("liked", owner: ann.id, priority: 10)
             try annRealm.write { annRealm.add(post) }
             try await annSession.wait(for: .upload)
