@@ -192,7 +192,8 @@ stress: deps build
 	    ATOLL_CONVERGENCE_OPS=4000 ATOLL_CONVERGENCE_RESTARTS=6 \
 	    $(SWIFT) test --filter ConvergenceTests || failed="$$failed convergence"; \
 	echo "== every triple of concurrent instruction kinds, all six orders"; \
-	ATOLL_TRIPLES=all $(SWIFT) test --filter IntegratorTests.testRandomTriplesOfConcurrentKindsConverge \
+	ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_TRIPLES=all \
+	    $(SWIFT) test --filter IntegratorTests.testRandomTriplesOfConcurrentKindsConverge \
 	    || failed="$$failed triples"; \
 	echo "== pytest $(FAULT_TESTS) (ATOLL_STRESS=1: 100 rounds of each kill)"; \
 	ATOLL_STRESS=1 ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) \
