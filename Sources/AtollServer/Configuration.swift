@@ -133,6 +133,9 @@ public struct ServerConfiguration: Sendable {
     /// The admin console's key (`"admin": {"key": "..."}`); nil: the key in the data directory's
     /// `admin.key`, made on first start (docs/admin-api.md).
     public var adminKey: String?
+    /// The PostgreSQL database several instances share (`"store": {"postgres": "postgresql://…"}`,
+    /// docs/deploy.md); nil: each app's SQLite store in the data directory.
+    public var postgresURL: String?
 
     public init() {}
 
@@ -170,6 +173,12 @@ public struct ServerConfiguration: Sendable {
                 throw AtollError(.invalidArgument, "admin.key: at least 16 characters, ASCII, no spaces")
             }
             adminKey = key
+        }
+        if let store = d["store"] {
+            guard case .object(let st) = store, case .string(let url)? = st["postgres"], !url.isEmpty else {
+                throw AtollError(.invalidArgument, "store: must be {\"postgres\": \"postgresql://…\"} (without it, SQLite in the data directory)")
+            }
+            postgresURL = url
         }
         if case .list(let items)? = d["apps"] {
             apps = try items.map { try AppConfiguration(json: $0) }

@@ -56,8 +56,11 @@ package final class SyncApp: @unchecked Sendable {
     let metrics: Metrics
     let path: String
     private(set) var store: Store
+    /// Where the history, client files and objects are kept for good (Storage/SyncStorage.swift).
+    let storage: SyncStorage
     var latestVersion: UInt64 = 0
     private(set) var sessions: [ObjectIdentifier: [Int64: Session]] = [:]
+    var sessionCount: Int { sessions.values.reduce(0) { $0 + $1.count } }
     /// The last sync errors sent, for the admin console (SyncApp+Admin.swift).
     var recentErrors = RecentSyncErrors()
     /// Session numbers whose bind failed, per connection: messages the client sent for them
@@ -70,16 +73,29 @@ package final class SyncApp: @unchecked Sendable {
 
     var schema: Schema { store.schema }
 
-    package init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
+    /// Opens the app's store in `directory`. With a shared storage (PostgreSQL) the store is this
+    /// instance's cache, `cache.realm`, made again from the storage at every start; otherwise it
+    /// is the app's data, `data.realm`.
+    package convenience init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
+        try self.init(configuration: configuration, directory: directory, log: log, metrics: metrics, storage: LocalSyncStorage())
+    }
+
+    init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics, storage: SyncStorage) throws {
         self.configuration = configuration
         self.log = log
         self.metrics = metrics
+        self.storage = storage
         queue = DispatchQueue(label: "atoll.sync.\(configuration.id)")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        path = directory + "/data.realm"
+        if storage is LocalSyncStorage {
+            path = directory + "/data.realm"
+        } else {
+            path = directory + "/cache.realm"
+            for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
         store = try Self.open(path: path, schema: configuration.schema)
         try ServerTables.create(store)
-        latestVersion = try Self.latest(store)
+        latestVersion = try storage.open(self)
     }
 
     static func open(path: String, schema: Schema?, version: UInt64? = nil) throws -> Store {
@@ -98,15 +114,11 @@ package final class SyncApp: @unchecked Sendable {
         return try Store(Configuration(path: path))
     }
 
-    static func latest(_ store: Store) throws -> UInt64 {
-        try store.withMetadata { sql in
-            guard case .int(let v)? = try sql.rows("SELECT coalesce(max(version), 0) FROM _atoll_sync_history").first?.first else { return 0 }
-            return UInt64(v)
-        }
-    }
-
     package func close() {
-        queue.sync { store.close() }
+        queue.sync {
+            store.close()
+            storage.close()
+        }
     }
 
     // MARK: - Connections
@@ -234,33 +246,23 @@ package final class SyncApp: @unchecked Sendable {
             guard case .int(let ident)? = f["ident"], case .int(let salt)? = f["salt"] else {
                 throw SyncErrorMessage(.badMessage, "bind: \"file\" must be {\"ident\", \"salt\"}")
             }
-            let rows = try store.withMetadata { sql in
-                try sql.rows("SELECT salt, user, upload_cursor FROM _atoll_sync_files WHERE ident = ?", [.int(ident)])
-            }
-            guard let row = rows.first, row[0] == .int(salt) else {
+            guard let known = try storage.file(ident), known.salt == salt else {
                 throw SyncErrorMessage(.badClientFile, "this server does not know the client file \(ident) (was the server's data reset?)", session: number)
             }
-            guard row[1] == .string(connection.user.id) else {
+            guard known.user == connection.user.id else {
                 throw SyncErrorMessage(.badClientFile, "the client file \(ident) belongs to another user", session: number)
             }
             s.file = ident
-            if case .int(let c) = row[2] { s.uploadCursor = UInt64(c) }
+            s.uploadCursor = known.uploadCursor
         } else {
             let salt = Int64.random(in: 1...Int64.max)
-            s.file = try store.write {
-                try store.withMetadata { sql -> Int64 in
-                    try sql.execute("INSERT INTO _atoll_sync_files (salt, user, upload_cursor, created) VALUES (?, ?, 0, ?)",
-                                    [.int(salt), .string(connection.user.id), .int(Int64(Date().timeIntervalSince1970 * 1000))])
-                    guard case .int(let ident)? = try sql.rows("SELECT last_insert_rowid()").first?.first else {
-                        throw AtollError(.file, "no client file identity")
-                    }
-                    return ident
-                }
-            }
+            s.file = try storage.createFile(user: connection.user.id, salt: salt)
             connection.send(.doc(["type": .string("ident"), "session": .int(number),
                                   "file": .doc(["ident": .int(s.file), "salt": .int(salt)])]))
         }
         let cursor = try m.uint("downloadCursor", default: 0)
+        // A client that comes from another instance may know versions this one has not applied yet.
+        if cursor > latestVersion { try storage.catchUp(self) }
         guard cursor <= latestVersion else {
             throw SyncErrorMessage(.badServerVersion, "the client has server version \(cursor), newer than the server's \(latestVersion): the server was restored from a backup", session: number)
         }
@@ -288,6 +290,8 @@ package final class SyncApp: @unchecked Sendable {
 
     /// Development mode: classes and properties the client has and the server lacks are added.
     private func adoptSchema(_ json: Value, session: Int64) throws {
+        // Classes other instances added come first.
+        try storage.catchUp(self)
         let ref = EJSON.make(json)
         defer { json_decref(ref) }
         let client: Schema
@@ -327,12 +331,59 @@ package final class SyncApp: @unchecked Sendable {
         do { try merged.validate() } catch {
             throw SyncErrorMessage(.invalidSchemaChange, "the merged schema is invalid: \(error)", session: session)
         }
+        try replaceSchema(merged)
+        try storage.saveSchema(self, merged)
+        log.info("schema changed (development mode)", ["app": configuration.id, "classes": merged.classes.map(\.name).joined(separator: ",")])
+    }
+
+    /// Reopens the store with a grown schema; views of bound sessions are recomputed with it.
+    private func replaceSchema(_ merged: Schema) throws {
         let next = store.schemaVersion + 1
         store.close()
         store = try Self.open(path: path, schema: merged, version: next)
-        log.info("schema changed (development mode)", ["app": configuration.id, "classes": merged.classes.map(\.name).joined(separator: ",")])
-        // Views of bound sessions are recomputed with the new classes.
         for s in sessions.values.flatMap(\.values) { try? computeViews(s) }
+    }
+
+    /// Takes the classes and properties of a schema kept in a shared storage (another instance
+    /// adopted them) that this store lacks.
+    func adoptStoredSchema(_ stored: Schema) throws {
+        var merged = schema
+        var changed = false
+        for cls in stored.classes {
+            guard let index = merged.classes.firstIndex(where: { $0.name == cls.name }) else {
+                merged.classes.append(cls)
+                changed = true
+                continue
+            }
+            for p in cls.properties where merged.classes[index][property: p.name] == nil {
+                merged.classes[index].properties.append(p)
+                changed = true
+            }
+        }
+        guard changed else { return }
+        try merged.validate()
+        try replaceSchema(merged)
+        log.info("schema changed (another instance)", ["app": configuration.id, "classes": merged.classes.map(\.name).joined(separator: ",")])
+    }
+
+    /// Writes what a shared storage has beyond this store's latest version into the store, then
+    /// sends each of those versions to the sessions as if it had been integrated here.
+    func applyStored(_ objects: [CachedObject], entries: [HistoryEntry], latest: UInt64) throws {
+        try store.write { try CachedObject.apply(objects, to: store) }
+        for e in entries {
+            latestVersion = e.version
+            let effects = try EncodedEffects(changeset: e.changeset)
+            try fanOut(effects, version: e.version, clock: e.clock, origin: nil, originFile: e.file)
+        }
+        latestVersion = latest
+    }
+
+    /// Catches up with a shared storage (the listener's call, on the queue); a failure is logged
+    /// and the next call tries again.
+    func catchUpQuietly() {
+        do { try storage.catchUp(self) } catch {
+            log.warning("catching up with the shared storage failed", ["app": configuration.id, "error": "\(error)"])
+        }
     }
 
     // MARK: - Subscriptions
@@ -503,15 +554,10 @@ package final class SyncApp: @unchecked Sendable {
     private func resume(_ s: Session, from cursor: UInt64) throws {
         var held = [String: Set<String>]()
         for (cls, view) in s.views { held[cls] = try matching(cls, view) }
-        let rows = try store.withMetadata { sql in
-            try sql.rows("SELECT changeset FROM _atoll_sync_history WHERE version > ? AND file != ? ORDER BY version",
-                         [.int(Int64(cursor)), .int(s.file)])
-        }
         var touched = [ObjectID]()
         var seen = Set<ObjectID>()
-        for row in rows {
-            guard case .string(let text) = row[0] else { continue }
-            let cs = try SyncChangeset(wire: try EJSON.parse(text))
+        for entry in try storage.history(after: cursor, excludingFile: s.file) {
+            let cs = try SyncChangeset(wire: try EJSON.parse(entry.changeset))
             for ins in cs.instructions where seen.insert(ins.objectID).inserted { touched.append(ins.objectID) }
         }
         var texts = [String]()
@@ -592,21 +638,30 @@ package final class SyncApp: @unchecked Sendable {
             var result = Integration()
             var version = latestVersion
             var effects = EncodedEffects()
-            try store.write {
+            var integratedBefore = false
+            try storage.write(self, file: s.file) { cursor in
+                // Another instance may have integrated it (the client's connection broke before
+                // the acknowledgement came).
+                guard cs.clientVersion > cursor else {
+                    integratedBefore = true
+                    return SyncCommit()
+                }
+                version = latestVersion
                 result = try Integrator(store: store, mayWrite: { [self] cls, keys in try self.mayWrite(s, cls, keys) }).integrate(cs)
+                var commit = SyncCommit(uploadCursor: (s.file, cs.clientVersion))
                 if !result.effects.isEmpty {
                     version = latestVersion + 1
                     effects = EncodedEffects(result.effects, serverVersion: version, clock: cs.clock)
-                    try appendHistory(version: version, file: s.file, clientVersion: cs.clientVersion, clock: cs.clock,
-                                      user: s.user.id, effects: effects)
+                    commit.entry = HistoryEntry(version: version, file: s.file, clientVersion: cs.clientVersion, clock: cs.clock,
+                                                user: s.user.id, changeset: effects.changesetText)
+                    commit.touched = effects.order
                 }
-                try store.withMetadata { sql in
-                    try sql.execute("UPDATE _atoll_sync_files SET upload_cursor = ? WHERE ident = ?", [.int(Int64(cs.clientVersion)), .int(s.file)])
-                }
+                return commit
             }
-            latestVersion = version
             s.uploadCursor = cs.clientVersion
             acked = cs.clientVersion
+            if integratedBefore { continue }
+            latestVersion = version
             metrics.integrated(seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9, instructions: cs.instructions.count)
             if !result.rejected.isEmpty {
                 metrics.update { $0.rejectedWrites += result.rejected.count }
@@ -617,17 +672,6 @@ package final class SyncApp: @unchecked Sendable {
             }
         }
         s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
-    }
-
-    /// Records an integrated changeset's effects as history version `version` (in the open
-    /// write transaction): what returning clients catch up from.
-    func appendHistory(version: UInt64, file: Int64, clientVersion: UInt64, clock: Clock, user: String,
-                       effects: EncodedEffects) throws {
-        try store.withMetadata { sql in
-            try sql.execute("INSERT INTO _atoll_sync_history VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [.int(Int64(version)), .int(file), .int(Int64(clientVersion)), .string(clock.description),
-                             .string(user), .int(Int64(Date().timeIntervalSince1970 * 1000)), .string(effects.changesetText)])
-        }
     }
 
     /// Which of a class's objects (as they are now in the store) the session's user may not
@@ -691,8 +735,9 @@ package final class SyncApp: @unchecked Sendable {
     }
 
     /// Sends each ready session what one integrated changeset changed in its view.
-    /// `origin` is the uploading session (nil for an edit made in the admin console).
-    func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session?) throws {
+    /// `origin` is the uploading session (nil for an edit made in the admin console);
+    /// `originFile` names the uploading client file when it uploaded through another instance.
+    func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session?, originFile: Int64? = nil) throws {
         let order = effects.order
         let byObject = effects.byObject
         var keysByClass = [String: [Value]]()
@@ -706,7 +751,7 @@ package final class SyncApp: @unchecked Sendable {
         var cache = [String: [ViewQuery: Set<String>]]()
         var metas = [String: ObjectMetadata]()
         for s in sessions.values.flatMap(\.values) where s.ready {
-            let isOrigin = s === origin
+            let isOrigin = s === origin || (originFile != nil && s.file == originFile)
             // What the session gets: objects' instructions as integrated, or other texts.
             var out = [Piece]()
             var whole = 0
@@ -793,6 +838,12 @@ package final class SyncApp: @unchecked Sendable {
         private(set) var changesetText = ""
 
         init() {}
+
+        /// The effects of a changeset as the history keeps it.
+        init(changeset text: String) throws {
+            let cs = try SyncChangeset(wire: try EJSON.parse(text))
+            self.init(cs.instructions, serverVersion: cs.serverVersion, clock: cs.clock)
+        }
 
         init(_ effects: [SyncInstruction], serverVersion: UInt64, clock: Clock) {
             for ins in effects {

@@ -158,6 +158,8 @@ public final class SyncServer: @unchecked Sendable {
     /// The admin console's key (docs/admin-api.md); there is always one.
     public let adminKey: AdminKey
     let metricsHistory: MetricsHistory
+    /// Other instances' new versions, with a shared PostgreSQL storage.
+    let listener: PostgresListener?
 
     /// Opens every app's data (creating the directories) and sets up the routes.
     /// - Parameter authHooks: configures an app's auth before it is created (tests give
@@ -180,7 +182,8 @@ public final class SyncServer: @unchecked Sendable {
         for configured in configuration.apps {
             let app = try AdminAPI.applySaved(to: configured, dataDirectory: configuration.dataDirectory)
             let directory = configuration.dataDirectory + "/" + app.id
-            let syncApp = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics)
+            let storage: SyncStorage = try configuration.postgresURL.map { try PostgresSyncStorage(url: $0, appId: app.id) } ?? LocalSyncStorage()
+            let syncApp = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage)
             syncApp.limits = limits
             apps[app.id] = syncApp
             var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0) } ?? AuthConfiguration(appId: app.id)
@@ -189,6 +192,8 @@ public final class SyncServer: @unchecked Sendable {
         }
         self.apps = apps
         self.auth = auth
+        let log = self.log
+        listener = configuration.postgresURL.map { PostgresListener(url: $0, apps: apps, log: log) }
         adminKey = try AdminKey.load(configured: configuration.adminKey, dataDirectory: configuration.dataDirectory)
         metricsHistory = MetricsHistory(metrics: metrics)
         installRoutes()
@@ -204,6 +209,7 @@ public final class SyncServer: @unchecked Sendable {
     public func start() throws {
         try http.start()
         metricsHistory.start()
+        listener?.start()
         log.info("listening", ["url": url, "apps": apps.keys.sorted().joined(separator: ","), "data": configuration.dataDirectory])
     }
 
@@ -212,6 +218,7 @@ public final class SyncServer: @unchecked Sendable {
     public func shutdown() async {
         await http.shutdown()
         metricsHistory.stop()
+        listener?.stop()
         for app in apps.values { app.close() }
         for service in auth.values { service.close() }
         log.info("stopped")

@@ -247,17 +247,20 @@ extension SyncApp {
         let started = DispatchTime.now().uptimeNanoseconds
         var effects: EncodedEffects?
         var version = latestVersion
-        try store.write {
+        try storage.write(self, file: nil) { _ in
+            version = latestVersion
             let result = try Integrator(store: store).integrate(changeset)
             if let refused = result.rejected.first {
                 // Throwing rolls the whole transaction back: nothing is half-saved.
                 throw AdminError(400, "WriteRefused", refused.reason)
             }
-            guard !result.effects.isEmpty else { return }
+            guard !result.effects.isEmpty else { return SyncCommit() }
             version = latestVersion + 1
             let encoded = EncodedEffects(result.effects, serverVersion: version, clock: clock)
-            try appendHistory(version: version, file: 0, clientVersion: 0, clock: clock, user: "admin", effects: encoded)
             effects = encoded
+            return SyncCommit(entry: HistoryEntry(version: version, file: 0, clientVersion: 0, clock: clock, user: "admin",
+                                                  changeset: encoded.changesetText),
+                              touched: encoded.order)
         }
         latestVersion = version
         metrics.integrated(seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9, instructions: instructions.count)

@@ -1,0 +1,294 @@
+import AtollJSON
+import AtollPostgres
+import AtollProtocol
+import AtollStore
+import CJansson
+import Foundation
+
+/// The sync state of one app in PostgreSQL, shared by every `atoll-server` instance configured
+/// with the same database (docs/deploy.md, "How instances share one database"):
+///
+/// - `atoll_sync_history`: the history, one row per version, gapless per app;
+/// - `atoll_sync_objects`: every object as its document and its sync metadata (create, erase and
+///   field clocks, list element identities, counter adds), with the version that last wrote it;
+/// - `atoll_sync_files`: client files and their upload cursors;
+/// - `atoll_sync_apps`: the schema (development mode grows it).
+///
+/// Writes take a transaction-scoped advisory lock per app: integration is serial by nature (each
+/// upload is resolved against the state the previous one left), so instances wait for the lock
+/// instead of failing serializable transactions and retrying them, and the lock holder's
+/// `max(version) + 1` is the next version, never skipped nor taken twice. Under the lock the
+/// instance first applies what others committed, then integrates on its own store (its cache),
+/// then writes the history row, the objects it touched and the file's cursor, commits PostgreSQL,
+/// and only then commits its cache. `NOTIFY atoll_sync` tells the other instances.
+final class PostgresSyncStorage: SyncStorage {
+    private let url: String
+    private let appId: String
+    private var db: PostgresConnection
+    /// The schema version (in `atoll_sync_apps`) this instance's store has.
+    private var schemaVersion: Int64 = -1
+
+    static let channel = "atoll_sync"
+
+    static let tables = [
+        "CREATE TABLE IF NOT EXISTS atoll_sync_apps (app text PRIMARY KEY, schema text, schema_version bigint NOT NULL DEFAULT 0)",
+        """
+        CREATE TABLE IF NOT EXISTS atoll_sync_history (app text NOT NULL, version bigint NOT NULL, file bigint NOT NULL,
+            client_version bigint NOT NULL, clock text NOT NULL, user_id text NOT NULL, at bigint NOT NULL,
+            changeset text NOT NULL, PRIMARY KEY (app, version))
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS atoll_sync_files (ident bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, app text NOT NULL,
+            salt bigint NOT NULL, user_id text NOT NULL, upload_cursor bigint NOT NULL DEFAULT 0, created bigint NOT NULL)
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS atoll_sync_objects (app text NOT NULL, class text NOT NULL, pk text NOT NULL,
+            key text NOT NULL, doc text, meta text NOT NULL, version bigint NOT NULL, PRIMARY KEY (app, class, pk))
+        """,
+        "CREATE INDEX IF NOT EXISTS atoll_sync_objects_version ON atoll_sync_objects (app, version)",
+    ]
+
+    /// Connects and creates the tables (several instances may start at once: the DDL runs under
+    /// an advisory lock).
+    init(url: String, appId: String) throws {
+        self.url = url
+        self.appId = appId
+        db = try PostgresConnection(url: url)
+        try db.transaction {
+            try db.execute("SELECT pg_advisory_xact_lock(hashtext('atoll_sync_tables'))")
+            for statement in Self.tables { try db.execute(statement) }
+            try db.execute("INSERT INTO atoll_sync_apps (app) VALUES ($1) ON CONFLICT (app) DO NOTHING", [appId])
+        }
+    }
+
+    func close() { db.close() }
+
+    /// Runs `body` on the connection, reconnecting first when the server went away.
+    private func connected<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        if !db.isOpen { db = try PostgresConnection(url: url) }
+        return try body(db)
+    }
+
+    // MARK: - Reading
+
+    func open(_ app: SyncApp) throws -> UInt64 {
+        // The store is a new, empty cache: everything comes from the database.
+        app.latestVersion = 0
+        try catchUp(app)
+        return app.latestVersion
+    }
+
+    func history(after version: UInt64, excludingFile file: Int64) throws -> [HistoryEntry] {
+        try connected { db in
+            try db.execute("SELECT version, file, client_version, clock, user_id, changeset FROM atoll_sync_history WHERE app = $1 AND version > $2 AND file != $3 ORDER BY version",
+                           [appId, String(version), String(file)]).compactMap(Self.entry)
+        }
+    }
+
+    private static func entry(_ row: [String?]) -> HistoryEntry? {
+        guard row.count == 6, let v = row[0].flatMap(UInt64.init), let f = row[1].flatMap(Int64.init),
+              let cv = row[2].flatMap(UInt64.init), let clock = row[3].flatMap(Clock.init(text:)),
+              let user = row[4], let text = row[5] else { return nil }
+        return HistoryEntry(version: v, file: f, clientVersion: cv, clock: clock, user: user, changeset: text)
+    }
+
+    func file(_ ident: Int64) throws -> ClientFile? {
+        try connected { db in
+            guard let row = try db.execute("SELECT salt, user_id, upload_cursor FROM atoll_sync_files WHERE app = $1 AND ident = $2",
+                                           [appId, String(ident)]).first,
+                  let salt = row[0].flatMap(Int64.init), let user = row[1], let cursor = row[2].flatMap(UInt64.init) else { return nil }
+            return ClientFile(ident: ident, salt: salt, user: user, uploadCursor: cursor)
+        }
+    }
+
+    func createFile(user: String, salt: Int64) throws -> Int64 {
+        try connected { db in
+            guard let text = try db.value("INSERT INTO atoll_sync_files (app, salt, user_id, created) VALUES ($1, $2, $3, $4) RETURNING ident",
+                                          [appId, String(salt), user, String(Int64(Date().timeIntervalSince1970 * 1000))]),
+                  let ident = Int64(text) else { throw AtollError(.file, "PostgreSQL handed out no client file identity") }
+            return ident
+        }
+    }
+
+    // MARK: - Catching up
+
+    func catchUp(_ app: SyncApp) throws {
+        try connected { db in
+            // One snapshot: the newest version and the objects as they are at it.
+            try db.transaction("REPEATABLE READ READ ONLY") { try fetch(app, db) }
+        }
+    }
+
+    /// Applies what the database has beyond the app's latest version (in the caller's
+    /// transaction: a snapshot, or the writer's lock).
+    private func fetch(_ app: SyncApp, _ db: PostgresConnection) throws {
+        if let row = try db.execute("SELECT schema_version, schema FROM atoll_sync_apps WHERE app = $1", [appId]).first,
+           let version = row[0].flatMap(Int64.init), version != schemaVersion {
+            if let text = row[1] {
+                let json = try EJSON.parse(text)
+                let ref = EJSON.make(json)
+                defer { json_decref(ref) }
+                try app.adoptStoredSchema(try SchemaJSON.schema(ref))
+            }
+            schemaVersion = version
+        }
+        guard let latestText = try db.value("SELECT coalesce(max(version), 0) FROM atoll_sync_history WHERE app = $1", [appId]),
+              let latest = UInt64(latestText), latest > app.latestVersion else { return }
+        let since = String(app.latestVersion)
+        let objects = try db.execute("SELECT class, key, doc, meta FROM atoll_sync_objects WHERE app = $1 AND version > $2",
+                                     [appId, since]).map { row -> CachedObject in
+            guard let cls = row[0], let key = row[1], let meta = row[3] else { throw AtollError(.file, "a stored object row is incomplete") }
+            return try CachedObject(className: cls, keyJSON: key, docText: row[2], metaText: meta)
+        }
+        // At start (no session is bound yet) the history is not read, only the objects.
+        let entries = app.sessionCount == 0 ? [] : try db.execute(
+            "SELECT version, file, client_version, clock, user_id, changeset FROM atoll_sync_history WHERE app = $1 AND version > $2 ORDER BY version",
+            [appId, since]).compactMap(Self.entry)
+        try app.applyStored(objects, entries: entries, latest: latest)
+    }
+
+    // MARK: - Writing
+
+    func write(_ app: SyncApp, file: Int64?, _ body: (UInt64) throws -> SyncCommit) throws {
+        try connected { db in
+            try db.execute("BEGIN")
+            var localOpen = false
+            do {
+                try db.execute("SELECT pg_advisory_xact_lock(hashtext($1))", ["atoll_sync:" + appId])
+                try fetch(app, db)
+                var cursor: UInt64 = 0
+                if let file, let text = try db.value("SELECT upload_cursor FROM atoll_sync_files WHERE app = $1 AND ident = $2", [appId, String(file)]) {
+                    cursor = UInt64(text) ?? 0
+                }
+                try app.store.beginWrite()
+                localOpen = true
+                let commit = try body(cursor)
+                if let e = commit.entry {
+                    try db.execute("INSERT INTO atoll_sync_history VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                                   [appId, String(e.version), String(e.file), String(e.clientVersion), e.clock.description, e.user,
+                                    String(Int64(Date().timeIntervalSince1970 * 1000)), e.changeset])
+                    try saveObjects(commit.touched, version: e.version, from: app.store, db)
+                    try db.execute("SELECT pg_notify($1, $2)", [Self.channel, appId])
+                }
+                if let u = commit.uploadCursor {
+                    try db.execute("UPDATE atoll_sync_files SET upload_cursor = greatest(upload_cursor, $1) WHERE app = $2 AND ident = $3",
+                                   [String(u.clientVersion), appId, String(u.file)])
+                }
+                try db.execute("COMMIT")
+            } catch {
+                if localOpen { try? app.store.cancelWrite() }
+                if db.isOpen { _ = try? db.execute("ROLLBACK") }
+                throw error
+            }
+            // The database has it now. Should the cache fail to commit, it is behind the
+            // database, and the next catch-up brings it back (the version is above its latest).
+            try app.store.commit()
+        }
+    }
+
+    /// Writes the objects a version touched, as the store has them now (in its open
+    /// transaction), in statements of a few hundred rows.
+    private func saveObjects(_ ids: [ObjectID], version: UInt64, from store: Store, _ db: PostgresConnection) throws {
+        let perStatement = 500
+        var start = 0
+        while start < ids.count {
+            let part = ids[start..<min(ids.count, start + perStatement)]
+            start += perStatement
+            var values = [String]()
+            var parameters: [String?] = [appId, String(version)]
+            for id in part {
+                let object = try CachedObject(id, from: store)
+                let n = parameters.count
+                values.append("($1, $\(n + 1), $\(n + 2), $\(n + 3), $\(n + 4), $\(n + 5), $2)")
+                parameters += [object.className, object.keyText, object.keyJSON, object.docText, object.metaText]
+            }
+            try db.execute("""
+                INSERT INTO atoll_sync_objects (app, class, pk, key, doc, meta, version) VALUES \(values.joined(separator: ", "))
+                ON CONFLICT (app, class, pk) DO UPDATE SET key = excluded.key, doc = excluded.doc, meta = excluded.meta, version = excluded.version
+                """, parameters)
+        }
+    }
+
+    func saveSchema(_ app: SyncApp, _ schema: Schema) throws {
+        try connected { db in
+            try db.transaction {
+                try db.execute("SELECT pg_advisory_xact_lock(hashtext($1))", ["atoll_sync:" + appId])
+                // Another instance may have grown the schema meanwhile: take its classes first.
+                try fetch(app, db)
+                let ref = SchemaJSON.make(app.schema)
+                defer { json_decref(ref) }
+                let text = EJSON.serialize(try EJSON.value(ref))
+                guard let v = try db.value("UPDATE atoll_sync_apps SET schema = $1, schema_version = schema_version + 1 WHERE app = $2 RETURNING schema_version",
+                                           [text, appId]).flatMap(Int64.init) else { throw AtollError(.file, "the app '\(appId)' has no row in atoll_sync_apps") }
+                schemaVersion = v
+                try db.execute("SELECT pg_notify($1, $2)", [Self.channel, appId])
+            }
+        }
+    }
+}
+
+/// Listens for `NOTIFY atoll_sync` from other instances and has the named app catch up. Every
+/// two seconds without a notification (and after the connection is restored) every app
+/// catches up anyway: a notification lost with a broken connection delays, never loses.
+final class PostgresListener: @unchecked Sendable {
+    private let url: String
+    private let apps: [String: SyncApp]
+    private let log: Logger
+    private let stopped = NSLock()
+    private var isStopped = false
+    private var thread: Thread?
+
+    init(url: String, apps: [String: SyncApp], log: Logger) {
+        self.url = url
+        self.apps = apps
+        self.log = log
+    }
+
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "atoll.postgres.listen"
+        self.thread = thread
+        thread.start()
+    }
+
+    func stop() {
+        stopped.withLock { isStopped = true }
+    }
+
+    private var shouldStop: Bool { stopped.withLock { isStopped } }
+
+    private func catchUp(_ ids: some Sequence<String>) {
+        for id in ids {
+            guard let app = apps[id] else { continue }
+            app.queue.async { app.catchUpQuietly() }
+        }
+    }
+
+    private func run() {
+        var connection: PostgresConnection?
+        var idle = 0.0
+        while !shouldStop {
+            do {
+                if connection == nil || connection?.isOpen == false {
+                    let c = try PostgresConnection(url: url)
+                    try c.execute("LISTEN \(PostgresSyncStorage.channel)")
+                    connection = c
+                    catchUp(apps.keys)
+                }
+                let notes = try connection?.notifications(waiting: 0.5) ?? []
+                if notes.isEmpty {
+                    idle += 0.5
+                    if idle >= 2 { idle = 0; catchUp(apps.keys) }
+                } else {
+                    idle = 0
+                    catchUp(Set(notes.map(\.payload)))
+                }
+            } catch {
+                log.warning("PostgreSQL notifications: reconnecting", ["error": "\(error)"])
+                connection = nil
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+        }
+        connection?.close()
+    }
+}
