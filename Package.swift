@@ -52,7 +52,7 @@ let package = Package(
             dependencies: ["AtollStore", "AtollJSON", "AtollSync", "AtollProtocol", "CJansson"],
             linkerSettings: [.unsafeFlags(["-Xlinker", "-soname=libatoll.so.0"])]
         ),
-        .target(name: "AtollTestSupport", dependencies: ["AtollStore"], path: "Tests/AtollTestSupport"),
+        .target(name: "AtollTestSupport", dependencies: ["AtollStore", "AtollPostgres"], path: "Tests/AtollTestSupport"),
         .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore", "AtollTestSupport"]),
         .testTarget(name: "AtollTests", dependencies: ["Atoll", "AtollTestSupport", "AtollServer"]),
         .testTarget(name: "AtollNetTests", dependencies: ["AtollNet"]),

@@ -58,6 +58,7 @@ final class ConvergenceTests: XCTestCase {
             configuration.port = 0
             configuration.dataDirectory = directory + "/server"
             configuration.logLevel = .error
+            configuration.postgresURL = try TestPostgres.syncStoreURL()
             server = try SyncServer(configuration: configuration)
             try server.start()
             configuration.port = server.port
@@ -283,7 +284,23 @@ final class ConvergenceTests: XCTestCase {
         try settle(clients)
 
         // Every replica and the server hold the same data...
-        let serverStore = try Store(Configuration(path: server.configuration.dataDirectory + "/default/data.realm"))
+        // On PostgreSQL, the server's data is what a new instance reads from the database: its
+        // cache, made at start.
+        var serverFile = server.configuration.dataDirectory + "/default/data.realm"
+        if server.configuration.postgresURL != nil {
+            var other = server.configuration
+            other.port = 0
+            other.dataDirectory = directory + "/another-instance"
+            let instance = try SyncServer(configuration: other)
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                await instance.shutdown()
+                done.signal()
+            }
+            done.wait()
+            serverFile = other.dataDirectory + "/default/cache.realm"
+        }
+        let serverStore = try Store(Configuration(path: serverFile))
         defer { serverStore.close() }
         let expected = try Self.canonical(serverStore)
         // Objects that differ from the server or from the rules: the summary's "data lost".

@@ -3,6 +3,7 @@ import AtollNet
 import AtollProtocol
 import AtollServer
 import AtollStore
+import AtollTestSupport
 @testable import AtollSync
 @testable import AtollAuth
 import CJansson
@@ -38,6 +39,7 @@ final class SyncHarness: @unchecked Sendable {
         configuration.port = 0
         configuration.dataDirectory = directory + "/server"
         configuration.logLevel = .error
+        configuration.postgresURL = try TestPostgres.syncStoreURL()
         server = try SyncServer(configuration: configuration)
         try server.start()
     }
@@ -72,6 +74,26 @@ final class SyncHarness: @unchecked Sendable {
 struct AuthConfigurationProxy {}
 
 final class SyncTests: XCTestCase {
+    /// A server made and let go without ever being started (a host that changed its mind, the
+    /// convergence test's look at the database through a second instance) must not trap.
+    func testAServerThatNeverStartedShutsDownAndGoes() throws {
+        let directory = NSTemporaryDirectory() + "atoll-unstarted-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = directory
+        configuration.logLevel = .error
+        configuration.postgresURL = try TestPostgres.syncStoreURL()
+        var server: SyncServer? = try SyncServer(configuration: configuration)
+        let unstarted = try XCTUnwrap(server)
+        _ = try runToCompletion { await unstarted.shutdown() }
+        server = nil
+        // And one let go without a shutdown.
+        server = try SyncServer(configuration: configuration)
+        server = nil
+        XCTAssertNil(server)
+    }
+
     func testTwoClientsShareDataLive() throws {
         let h = try SyncHarness()
         let appA = try h.app("a"), appB = try h.app("b")
@@ -503,6 +525,7 @@ final class ResetScenario {
         configuration.port = 0
         configuration.dataDirectory = dir + "/server"
         configuration.logLevel = .error
+        configuration.postgresURL = try TestPostgres.syncStoreURL()
         let first = try SyncServer(configuration: configuration)
         try first.start()
         let app = try App(configuration: AppConfiguration(appId: "default", baseURL: first.url, metadataDirectory: dir + "/app"))
@@ -525,7 +548,11 @@ final class ResetScenario {
         try store.write { _ = try store.create("Task", ["_id": .string("unsynced")]) }
         configuration.port = first.port
         _ = try runToCompletion { await first.shutdown() }
-        try FileManager.default.removeItem(atPath: dir + "/server/default/data.realm")
+        if let url = configuration.postgresURL {
+            try TestPostgres.forgetSyncData(url, app: "default")
+        } else {
+            try FileManager.default.removeItem(atPath: dir + "/server/default/data.realm")
+        }
         server = try SyncServer(configuration: configuration)
         try server.start()
         session.resume()

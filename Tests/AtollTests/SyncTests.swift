@@ -34,7 +34,11 @@ final class SyncFixture: @unchecked Sendable {
     private let lock = NSLock()
     private var stopped = false
 
-    init(directory: URL, config: String?, port: Int = 0) throws {
+    /// The PostgreSQL database of a run on PostgreSQL (docs/testing.md), nil on SQLite.
+    let postgresURL: String?
+
+    /// `postgresURL`: the database of an earlier fixture, for a server that comes back on it.
+    init(directory: URL, config: String?, port: Int = 0, postgresURL: String? = nil) throws {
         self.directory = directory
         var configuration = ServerConfiguration()
         if let config {
@@ -45,6 +49,8 @@ final class SyncFixture: @unchecked Sendable {
         configuration.port = port
         configuration.dataDirectory = directory.appendingPathComponent("server").path
         configuration.logLevel = .error
+        self.postgresURL = try postgresURL ?? TestPostgres.syncStoreURL()
+        configuration.postgresURL = self.postgresURL
         server = try SyncServer(configuration: configuration)
         try server.start()
     }
@@ -569,8 +575,12 @@ final class SyncTests: XCTestCase {
         // The server comes back on the same port without its data (its users kept).
         let port = first.server.port
         await first.stop()
-        try FileManager.default.removeItem(at: directory.appendingPathComponent("server/default/data.realm"))
-        let second = try SyncFixture(directory: directory, config: nil, port: port)
+        if let url = first.postgresURL {
+            try TestPostgres.forgetSyncData(url, app: "default")
+        } else {
+            try FileManager.default.removeItem(at: directory.appendingPathComponent("server/default/data.realm"))
+        }
+        let second = try SyncFixture(directory: directory, config: nil, port: port, postgresURL: first.postgresURL)
         do {
             session.resume()
             let deadline = Date().addingTimeInterval(15)

@@ -26,14 +26,26 @@ final class MetricsHistory: @unchecked Sendable {
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "atoll.admin.metrics"))
     }
 
-    /// Takes a sample now and every `interval` seconds after.
+    /// Whether the timer was resumed: GCD traps on releasing a source that never was, as for a
+    /// server made and shut down without being started.
+    private let resumed = Mutex(false)
+
+    /// Takes a sample now and every `interval` seconds after (once; later calls do nothing).
     func start() {
+        guard resumed.withLock({ r in defer { r = true }; return !r }) else { return }
         timer.setEventHandler { [weak self] in self?.sample() }
         timer.schedule(deadline: .now(), repeating: interval)
         timer.resume()
     }
 
     func stop() { timer.cancel() }
+
+    deinit {
+        if !resumed.withLock({ $0 }) {
+            timer.cancel()
+            timer.resume()
+        }
+    }
 
     private func sample() {
         let s = Sample(time: Date(), counters: metrics.snapshot)
