@@ -78,6 +78,9 @@ let package = Package(
         .executableTarget(name: "atoll-net-bench", dependencies: ["AtollNet"], path: "bench/net", exclude: ["run"]),
         // The sync benchmark (bench/README.md, "Sync"): server and clients over loopback.
         .executableTarget(name: "atoll-sync-bench", dependencies: ["AtollServer", "AtollSync", "AtollProtocol", "AtollStore", "CSQLite"], path: "bench/sync"),
+        // The PostgreSQL cluster benchmark (bench/README.md, "Cluster"): 1, 2, 3 instances on one database.
+        .executableTarget(name: "atoll-cluster-bench", dependencies: ["AtollServer", "AtollSync", "AtollProtocol", "AtollStore", "AtollPostgres"],
+                          path: "bench/cluster"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite", "AtollBenchSupport"], path: "bench/swift"),
         // The benchmark's typed-API contender (bench/README.md): the same workloads through Atoll.
         // The Swift fuzz targets (docs/testing.md, "Fuzzing"): the sync protocol on an in-process

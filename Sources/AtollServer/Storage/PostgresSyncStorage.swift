@@ -120,10 +120,20 @@ final class PostgresSyncStorage: SyncStorage {
     }
 
     /// Applies what the database has beyond the app's latest version (in the caller's
-    /// transaction: a snapshot, or the writer's lock).
-    private func fetch(_ app: SyncApp, _ db: PostgresConnection) throws {
-        if let row = try db.execute("SELECT schema_version, schema FROM atoll_sync_apps WHERE app = $1", [appId]).first,
-           let version = row[0].flatMap(Int64.init), version != schemaVersion {
+    /// transaction: a snapshot, or the writer's lock). Returns the upload cursor of `file`.
+    @discardableResult
+    private func fetch(_ app: SyncApp, _ db: PostgresConnection, file: Int64? = nil) throws -> UInt64 {
+        // One round trip for the schema (when it changed), the newest version and the cursor.
+        guard let row = try db.execute("""
+            SELECT schema_version, CASE WHEN schema_version <> $2 THEN schema END,
+                (SELECT coalesce(max(version), 0) FROM atoll_sync_history WHERE app = $1),
+                (SELECT upload_cursor FROM atoll_sync_files WHERE app = $1 AND ident = $3)
+            FROM atoll_sync_apps WHERE app = $1
+            """, [appId, String(schemaVersion), String(file ?? 0)]).first,
+              let version = row[0].flatMap(Int64.init), let latest = row[2].flatMap(UInt64.init) else {
+            throw AtollError(.file, "the app '\(appId)' has no row in atoll_sync_apps")
+        }
+        if version != schemaVersion {
             if let text = row[1] {
                 let json = try EJSON.parse(text)
                 let ref = EJSON.make(json)
@@ -132,8 +142,8 @@ final class PostgresSyncStorage: SyncStorage {
             }
             schemaVersion = version
         }
-        guard let latestText = try db.value("SELECT coalesce(max(version), 0) FROM atoll_sync_history WHERE app = $1", [appId]),
-              let latest = UInt64(latestText), latest > app.latestVersion else { return }
+        let cursor = row[3].flatMap(UInt64.init) ?? 0
+        guard latest > app.latestVersion else { return cursor }
         let since = String(app.latestVersion)
         let objects = try db.execute("SELECT class, key, doc, meta FROM atoll_sync_objects WHERE app = $1 AND version > $2",
                                      [appId, since]).map { row -> CachedObject in
@@ -145,32 +155,34 @@ final class PostgresSyncStorage: SyncStorage {
             "SELECT version, file, client_version, clock, user_id, changeset FROM atoll_sync_history WHERE app = $1 AND version > $2 ORDER BY version",
             [appId, since]).compactMap(Self.entry)
         try app.applyStored(objects, entries: entries, latest: latest)
+        return cursor
     }
 
     // MARK: - Writing
 
     func write(_ app: SyncApp, file: Int64?, _ body: (UInt64) throws -> SyncCommit) throws {
         try connected { db in
-            try db.execute("BEGIN")
+            // The app id is letters, digits, - and _ (AppConfiguration): safe in the text, so that
+            // BEGIN and the lock take one round trip.
             var localOpen = false
             do {
-                try db.execute("SELECT pg_advisory_xact_lock(hashtext($1))", ["atoll_sync:" + appId])
-                try fetch(app, db)
-                var cursor: UInt64 = 0
-                if let file, let text = try db.value("SELECT upload_cursor FROM atoll_sync_files WHERE app = $1 AND ident = $2", [appId, String(file)]) {
-                    cursor = UInt64(text) ?? 0
-                }
+                try db.execute("BEGIN; SELECT pg_advisory_xact_lock(hashtext('atoll_sync:\(appId)'))")
+                let cursor = try fetch(app, db, file: file)
                 try app.store.beginWrite()
                 localOpen = true
                 let commit = try body(cursor)
                 if let e = commit.entry {
-                    try db.execute("INSERT INTO atoll_sync_history VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    // The history row, the file's cursor and the notification (sent at commit).
+                    try db.execute("""
+                        WITH history AS (INSERT INTO atoll_sync_history VALUES ($1, $2, $3, $4, $5, $6, $7, $8)),
+                             files AS (UPDATE atoll_sync_files SET upload_cursor = greatest(upload_cursor, $10) WHERE app = $1 AND ident = $11)
+                        SELECT pg_notify($9, $1)
+                        """,
                                    [appId, String(e.version), String(e.file), String(e.clientVersion), e.clock.description, e.user,
-                                    String(Int64(Date().timeIntervalSince1970 * 1000)), e.changeset])
+                                    String(Int64(Date().timeIntervalSince1970 * 1000)), e.changeset, Self.channel,
+                                    String(commit.uploadCursor?.clientVersion ?? 0), String(commit.uploadCursor?.file ?? 0)])
                     try saveObjects(commit.touched, version: e.version, from: app.store, db)
-                    try db.execute("SELECT pg_notify($1, $2)", [Self.channel, appId])
-                }
-                if let u = commit.uploadCursor {
+                } else if let u = commit.uploadCursor {
                     try db.execute("UPDATE atoll_sync_files SET upload_cursor = greatest(upload_cursor, $1) WHERE app = $2 AND ident = $3",
                                    [String(u.clientVersion), appId, String(u.file)])
                 }
