@@ -56,7 +56,8 @@ let package = Package(
         .testTarget(name: "AtollStoreTests", dependencies: ["AtollStore", "AtollTestSupport"]),
         .testTarget(name: "AtollTests", dependencies: ["Atoll", "AtollTestSupport", "AtollServer"]),
         .testTarget(name: "AtollNetTests", dependencies: ["AtollNet"]),
-        .testTarget(name: "AtollAuthTests", dependencies: ["AtollAuth", "AtollNet", "AtollJSON", "AtollStore"]),
+        // With AtollServer and AtollPostgres for the PostgreSQL storage (ATOLL_TEST_POSTGRES).
+        .testTarget(name: "AtollAuthTests", dependencies: ["AtollAuth", "AtollNet", "AtollJSON", "AtollStore", "AtollServer", "AtollPostgres"]),
         .testTarget(name: "AtollSyncTests", dependencies: ["AtollSync", "AtollServer", "AtollProtocol", "AtollNet", "AtollAuth",
                                                             "AtollStore", "AtollJSON", "AtollTestSupport", "CJansson"]),
         .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore", "AtollTestSupport"]),

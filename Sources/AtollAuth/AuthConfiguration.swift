@@ -34,7 +34,7 @@ public struct AuthConfiguration: Sendable {
 
     /// Checks values the types cannot: lifetimes, the custom-JWT keys.
     /// - Throws: `AtollError(.invalidArgument)` naming the bad setting.
-    func validate() throws {
+    package func validate() throws {
         guard !appId.isEmpty, !appId.contains("/") else {
             throw AtollError(.invalidArgument, "auth: the app id must be non-empty and without '/', got '\(appId)'")
         }

@@ -83,9 +83,3 @@ extension AuthService {
         } catch { throw AuthError.wrap(error) }
     }
 }
-
-extension AuthStore {
-    func refreshTokenCount(ofUser userId: String) throws -> Int {
-        try store.objects("RefreshToken", where: "userId == $0", [.string(userId)]).count()
-    }
-}

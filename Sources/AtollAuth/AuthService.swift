@@ -2,7 +2,6 @@ import AtollJSON
 import AtollNet
 import AtollStore
 import Foundation
-import Glibc
 import Synchronization
 
 /// The sync server's app API: users, their credentials and tokens, served over HTTP in the shape
@@ -15,14 +14,15 @@ import Synchronization
 /// let user = try auth.verifyAccessToken(bearer)  // throws AuthError
 /// ```
 ///
-/// Its data lives in `directory`: `auth.realm` (an Atoll store) and `auth.key`, the 32-byte key
-/// that signs access tokens (made on first start, mode 0600). Any thread may call it; route
-/// handlers run on several at once.
+/// Its data lives in a storage: with `init(configuration:directory:)`, in `directory` (`auth.realm`,
+/// an Atoll store, and `auth.key`, the 32-byte key that signs access tokens, made on first start
+/// with mode 0600); the sync server can keep it in PostgreSQL instead (`PostgresAuthStore`), shared
+/// by several server processes. Any thread may call it; route handlers run on several at once.
 public final class AuthService: @unchecked Sendable {
     /// The configuration in force (checked): the one it was opened with, or the last one
     /// `reconfigure` put in force.
     public var configuration: AuthConfiguration { settings.withLock { $0.configuration } }
-    let store: AuthStore
+    let store: any AuthStorage
     /// The HMAC-SHA256 key of access tokens.
     let signingKey: [UInt8]
     /// The custom-JWT provider's keys, when it is on.
@@ -35,28 +35,29 @@ public final class AuthService: @unchecked Sendable {
     }
     private let counterStore = Mutex(AuthCounters())
 
-    /// The file names in the service's directory.
-    static let storeFile = "auth.realm"
-    static let keyFile = "auth.key"
-
     /// Opens (creating when needed) the service's data in `directory`.
     /// - Throws: `AtollError(.invalidArgument)` for a bad configuration, `AtollError(.file)` when
     ///   the directory, key or store cannot be made or read, and the store's errors.
-    public init(configuration: AuthConfiguration, directory: String) throws {
+    public convenience init(configuration: AuthConfiguration, directory: String) throws {
+        // Checked first, so that a bad configuration makes nothing on disk.
         try configuration.validate()
-        settings = Mutex(Settings(configuration: configuration, verifier: try configuration.customJWT?.verifier()))
+        try self.init(configuration: configuration, storage: try AuthStore(directory: directory))
+    }
+
+    /// Opens the service on `storage`, which it owns from then on: `close()` closes it, and so
+    /// does a failed initializer. Reads (or makes) the signing key and drops expired tokens.
+    /// - Throws: `AtollError(.invalidArgument)` for a bad configuration, the storage's errors.
+    package init(configuration: AuthConfiguration, storage: any AuthStorage) throws {
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            try configuration.validate()
+            settings = Mutex(Settings(configuration: configuration, verifier: try configuration.customJWT?.verifier()))
+            signingKey = try storage.signingKey()
+            try storage.transaction { try storage.deleteExpired() }
         } catch {
-            throw AtollError(.file, "cannot create the auth directory '\(directory)': \(error.localizedDescription)")
-        }
-        signingKey = try Self.loadOrCreateKey(at: (directory as NSString).appendingPathComponent(Self.keyFile))
-        store = try AuthStore(path: (directory as NSString).appendingPathComponent(Self.storeFile))
-        do { try store.transaction { try store.deleteExpired() } } catch {
-            store.close()
+            storage.close()
             throw error
         }
+        store = storage
     }
 
     /// Puts new settings in force at once (the admin console's auth edits): providers, token
@@ -85,32 +86,6 @@ public final class AuthService: @unchecked Sendable {
 
     func count(_ change: (inout AuthCounters) -> Void) { counterStore.withLock { change(&$0) } }
 
-    // MARK: - The signing key
-
-    /// Reads the 32-byte key, or makes one with `RAND_bytes` in a new file (mode 0600) when there
-    /// is none. `O_EXCL` keeps two processes starting at once from writing different keys.
-    static func loadOrCreateKey(at path: String) throws -> [UInt8] {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if fd >= 0 {
-            defer { Glibc.close(fd) }
-            let key = try Crypto.randomBytes(32)
-            let written = key.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            guard written == key.count, fsync(fd) == 0 else {
-                let reason = String(cString: strerror(errno))
-                unlink(path)
-                throw AtollError(.file, "cannot write the signing key '\(path)': \(reason)")
-            }
-            return key
-        }
-        guard errno == EEXIST else {
-            throw AtollError(.file, "cannot create the signing key '\(path)': \(String(cString: strerror(errno)))")
-        }
-        guard let data = FileManager.default.contents(atPath: path), data.count == 32 else {
-            throw AtollError(.file, "the signing key '\(path)' is unreadable or not 32 bytes (delete it to make a new one; every token it signed becomes invalid)")
-        }
-        return Array(data)
-    }
-
     // MARK: - Access tokens
 
     /// A new access token for a user: HS256, `sub`, `aud` (the app id), `typ` "access", `iat`,
@@ -120,7 +95,7 @@ public final class AuthService: @unchecked Sendable {
         let claims: Document = [
             "sub": .string(userId), "aud": .string(configuration.appId), "typ": .string("access"),
             "iat": .int(Int64(now)), "exp": .int(Int64(now + configuration.accessTokenLifetime)),
-            "jti": .string(AuthStore.newId()),
+            "jti": .string(AuthRecord.newId()),
         ]
         return JWT.signHS256(claims, key: signingKey)
     }
@@ -192,13 +167,13 @@ public final class AuthService: @unchecked Sendable {
 
     /// The user of a stored, unexpired refresh token (an expired one is deleted).
     /// - Throws: `AuthError` `.invalidSession`, `.expired`, `.userDisabled`.
-    func refreshTokenUser(_ token: String) throws -> AuthStore.User {
+    func refreshTokenUser(_ token: String) throws -> AuthRecord.User {
         let hash = Crypto.sha256Hex(token)
         return try store.transaction {
             guard let stored = try store.refreshToken(hash: hash) else {
                 throw AuthError(.invalidSession, "invalid session: unknown or revoked refresh token")
             }
-            guard AuthStore.now() < stored.expiresAt else {
+            guard AuthRecord.now() < stored.expiresAt else {
                 try store.deleteRefreshToken(hash: hash)
                 throw AuthError(.expired, "invalid session: refresh token expired")
             }
@@ -260,7 +235,7 @@ public final class AuthService: @unchecked Sendable {
         } catch { throw AuthError.wrap(error) }
     }
 
-    func authenticatedUser(_ user: AuthStore.User) throws -> AuthenticatedUser {
+    func authenticatedUser(_ user: AuthRecord.User) throws -> AuthenticatedUser {
         let identities = try store.identities(ofUser: user.id).map { UserIdentity(id: $0.externalId, providerType: $0.providerType) }
         return AuthenticatedUser(id: user.id, provider: identities.first?.providerType ?? "", identities: identities,
                                  data: user.data, customData: [:], disabled: user.disabled)

@@ -4,7 +4,7 @@ import AtollStore
 import XCTest
 
 /// The `auth/api_keys` routes, authorized with the refresh token.
-final class APIKeyTests: XCTestCase {
+class APIKeyTests: AuthTestCase {
     func testCreateListGetEnableDisableDelete() async throws {
         let h = try makeHarness()
         let owner = try await h.login("anon-user", [:])
@@ -84,4 +84,13 @@ final class APIKeyTests: XCTestCase {
         reply = try await h.post("auth/providers/api-key/login", ["key": .string("x")])
         XCTAssertEqual(reply.status, 404)
     }
+}
+
+/// APIKeyTests on PostgreSQL (skipped without ATOLL_TEST_POSTGRES).
+final class APIKeyTestsOnPostgres: APIKeyTests {
+    override class var storage: TestStorage { .postgres }
+
+    override func testCreateListGetEnableDisableDelete() async throws { try await super.testCreateListGetEnableDisableDelete() }
+    override func testAuthorizationAndBodies() async throws { try await super.testAuthorizationAndBodies() }
+    override func testTurnedOff() async throws { try await super.testTurnedOff() }
 }

@@ -6,7 +6,7 @@ import Foundation
 import XCTest
 
 /// Each provider's login over HTTP, and email/password's registration, confirmation and reset.
-final class LoginTests: XCTestCase {
+class LoginTests: AuthTestCase {
     func testAnonymousLoginMakesANewUserEachTime() async throws {
         let h = try makeHarness()
         let first = try await h.login("anon-user", [:])
@@ -318,4 +318,21 @@ final class LoginTests: XCTestCase {
         reply = try await h.post("auth/providers/custom-token/login", ["token": .string(confused)])
         XCTAssertEqual(reply.status, 401)
     }
+}
+
+/// LoginTests on PostgreSQL (skipped without ATOLL_TEST_POSTGRES).
+final class LoginTestsOnPostgres: LoginTests {
+    override class var storage: TestStorage { .postgres }
+
+    override func testAnonymousLoginMakesANewUserEachTime() async throws { try await super.testAnonymousLoginMakesANewUserEachTime() }
+    override func testConcurrentLoginsAllSucceed() async throws { try await super.testConcurrentLoginsAllSucceed() }
+    override func testRegisterAndLoginWithAutoConfirm() async throws { try await super.testRegisterAndLoginWithAutoConfirm() }
+    override func testWrongPasswordAndUnknownUser() async throws { try await super.testWrongPasswordAndUnknownUser() }
+    override func testRegistrationChecksEmailAndPassword() async throws { try await super.testRegistrationChecksEmailAndPassword() }
+    override func testConfirmationFlow() async throws { try await super.testConfirmationFlow() }
+    override func testPasswordReset() async throws { try await super.testPasswordReset() }
+    override func testAPIKeyLogin() async throws { try await super.testAPIKeyLogin() }
+    override func testCustomJWTWithHS256() async throws { try await super.testCustomJWTWithHS256() }
+    override func testCustomJWTRequiredMetadataAndIdClaim() async throws { try await super.testCustomJWTRequiredMetadataAndIdClaim() }
+    override func testCustomJWTWithRS256() async throws { try await super.testCustomJWTWithRS256() }
 }

@@ -5,7 +5,7 @@ import AtollStore
 import XCTest
 
 /// What every route shares: the app id in the path, providers turned off or unknown, bad bodies.
-final class RouteTests: XCTestCase {
+class RouteTests: AuthTestCase {
     func testWrongAppIdIs404() async throws {
         let h = try makeHarness()
         let reply = try await h.request("POST", "auth/providers/anon-user/login", json: "{}", app: "another-app")
@@ -65,14 +65,15 @@ final class RouteTests: XCTestCase {
 }
 
 /// Several apps on one server.
-final class MultiAppTests: XCTestCase {
+class MultiAppTests: AuthTestCase {
     func testEachAppHasItsOwnUsersAndKey() async throws {
-        let todo = try AuthService(configuration: AuthConfiguration(appId: "todo"), directory: try temporaryDirectory())
-        var chatConfiguration = AuthConfiguration(appId: "chat")
+        let todoApp = try newApp("todo"), chatApp = try newApp("chat")
+        let todo = try todoApp.open()
+        var chatConfiguration = AuthConfiguration(appId: chatApp.appId)
         chatConfiguration.anonymous = false
-        let chat = try AuthService(configuration: chatConfiguration, directory: try temporaryDirectory())
+        let chat = try chatApp.open(chatConfiguration)
         let server = try HTTPServer()
-        AuthService.install(["todo": todo, "chat": chat], on: server)
+        AuthService.install([todoApp.appId: todo, chatApp.appId: chat], on: server)
         try server.start()
         addTeardownBlock {
             await server.shutdown()
@@ -86,22 +87,44 @@ final class MultiAppTests: XCTestCase {
                                                  headers: headers, body: Array(body.utf8))
             return Reply(status: r.status, text: r.text)
         }
-        var reply = try await post("todo", "auth/providers/anon-user/login", "{}")
+        var reply = try await post(todoApp.appId, "auth/providers/anon-user/login", "{}")
         XCTAssertEqual(reply.status, 200)
         let access = try XCTUnwrap(reply["access_token"])
         let refresh = try XCTUnwrap(reply["refresh_token"])
-        reply = try await post("chat", "auth/providers/anon-user/login", "{}")
+        reply = try await post(chatApp.appId, "auth/providers/anon-user/login", "{}")
         XCTAssertEqual(reply.errorCode, "AuthProviderNotFound", "chat has anonymous logins off")
-        reply = try await post("chat", "auth/providers/local-userpass/register", #"{"email":"h@example.com","password":"123456"}"#)
+        reply = try await post(chatApp.appId, "auth/providers/local-userpass/register", #"{"email":"h@example.com","password":"123456"}"#)
         XCTAssertEqual(reply.status, 201)
         reply = try await post("other", "auth/providers/anon-user/login", "{}")
         XCTAssertEqual(reply.errorCode, "AppNotFound")
 
         // One app's tokens mean nothing to the other.
-        reply = try await post("chat", "auth/session", "", bearer: refresh)
+        reply = try await post(chatApp.appId, "auth/session", "", bearer: refresh)
         XCTAssertEqual(reply.status, 401)
         XCTAssertThrowsError(try chat.verifyAccessToken(access))
         XCTAssertEqual(try todo.allUsers().count, 1)
         XCTAssertEqual(try chat.allUsers().map(\.data), [["email": .string("h@example.com")]])
+        XCTAssertNotEqual(try todoApp.signingKey(), try chatApp.signingKey())
+        // An email is one identity per app: the other app may register it too.
+        reply = try await post(todoApp.appId, "auth/providers/local-userpass/register", #"{"email":"h@example.com","password":"654321"}"#)
+        XCTAssertEqual(reply.status, 201, reply.text)
+        XCTAssertEqual(try todo.allUsers().count, 2)
     }
+}
+
+/// RouteTests on PostgreSQL (skipped without ATOLL_TEST_POSTGRES).
+final class RouteTestsOnPostgres: RouteTests {
+    override class var storage: TestStorage { .postgres }
+
+    override func testWrongAppIdIs404() async throws { try await super.testWrongAppIdIs404() }
+    override func testUnknownAndTurnedOffProviders() async throws { try await super.testUnknownAndTurnedOffProviders() }
+    override func testEmailPasswordRoutesBelongToLocalUserpass() async throws { try await super.testEmailPasswordRoutesBelongToLocalUserpass() }
+    override func testBadBodiesAre400() async throws { try await super.testBadBodiesAre400() }
+}
+
+/// MultiAppTests on PostgreSQL (skipped without ATOLL_TEST_POSTGRES).
+final class MultiAppTestsOnPostgres: MultiAppTests {
+    override class var storage: TestStorage { .postgres }
+
+    override func testEachAppHasItsOwnUsersAndKey() async throws { try await super.testEachAppHasItsOwnUsersAndKey() }
 }

@@ -7,11 +7,9 @@ import XCTest
 
 /// Access and refresh tokens: refreshing, logging out, expiry, forgery, and users deleted or
 /// disabled while their tokens are out.
-final class SessionTests: XCTestCase {
-    /// The service's signing key, read from its file as only the server should.
-    private func signingKey(_ h: AuthHarness) throws -> [UInt8] {
-        Array(try Data(contentsOf: URL(fileURLWithPath: (h.directory as NSString).appendingPathComponent("auth.key"))))
-    }
+class SessionTests: AuthTestCase {
+    /// The service's signing key, read from its storage as only the server should.
+    private func signingKey(_ h: AuthHarness) throws -> [UInt8] { try h.app.signingKey() }
 
     func testRefreshAndLogout() async throws {
         let h = try makeHarness()
@@ -30,13 +28,7 @@ final class SessionTests: XCTestCase {
         XCTAssertEqual(reply.status, 401)
         XCTAssertEqual(reply.errorCode, "InvalidSession")
 
-        reply = try await h.request("DELETE", "auth/session", bearer: tokens.refresh)
-        XCTAssertEqual(reply.status, 204)
-        reply = try await h.request("POST", "auth/session", bearer: tokens.refresh)
-        XCTAssertEqual(reply.status, 401)
-        XCTAssertEqual(reply.errorCode, "InvalidSession")
-        reply = try await h.request("DELETE", "auth/session", bearer: tokens.refresh)
-        XCTAssertEqual(reply.status, 401, "a revoked token cannot be revoked again")
+        try await h.logOut(tokens.refresh, checkedOn: h)
 
         // Missing or malformed headers.
         reply = try await h.request("POST", "auth/session")
@@ -55,7 +47,7 @@ final class SessionTests: XCTestCase {
         payload += String(repeating: "=", count: (4 - payload.count % 4) % 4)
         let claims = try XCTUnwrap(try EJSON.parse(String(decoding: Data(base64Encoded: payload) ?? Data(), as: UTF8.self)).documentValue)
         XCTAssertEqual(claims["sub"], .string(tokens.userId))
-        XCTAssertEqual(claims["aud"], .string("atoll-test"))
+        XCTAssertEqual(claims["aud"], .string(h.appId))
         XCTAssertEqual(claims["typ"], .string("access"))
         XCTAssertEqual(claims["jti"]?.stringValue?.count, 24)
         let iat = try XCTUnwrap(claims["iat"]?.intValue), exp = try XCTUnwrap(claims["exp"]?.intValue)
@@ -72,7 +64,7 @@ final class SessionTests: XCTestCase {
         let other = try await h.login("anon-user", [:])
         let key = try signingKey(h)
         let now = TestJWT.now
-        let valid: Document = ["sub": .string(tokens.userId), "aud": .string("atoll-test"), "typ": .string("access"),
+        let valid: Document = ["sub": .string(tokens.userId), "aud": .string(h.appId), "typ": .string("access"),
                                "iat": .int(now), "exp": .int(now + 600), "jti": .string("x")]
         XCTAssertEqual(try h.service.verifyAccessToken(TestJWT.hs256(valid, key: key)).id, tokens.userId)
 
@@ -92,7 +84,7 @@ final class SessionTests: XCTestCase {
 
         // Tampered: another user's id in the claims, the signature of the original kept.
         let parts = tokens.access.split(separator: ".")
-        let otherParts = TestJWT.hs256(["sub": .string(other.userId), "aud": .string("atoll-test"), "typ": .string("access"),
+        let otherParts = TestJWT.hs256(["sub": .string(other.userId), "aud": .string(h.appId), "typ": .string("access"),
                                         "exp": .int(now + 600)], key: [0]).split(separator: ".")
         try await refused("\(parts[0]).\(otherParts[1]).\(parts[2])", .invalidSession, "signature")
         // Signed with another key.
@@ -180,27 +172,18 @@ final class SessionTests: XCTestCase {
     }
 
     func testKeyAndDataSurviveARestart() async throws {
-        let directory = try temporaryDirectory()
-        let first = try makeHarness(directory: directory)
+        let app = try newApp()
+        let first = try makeHarness(app: app)
         let tokens = try await first.login("anon-user", [:])
+        let key = try app.signingKey()
+        XCTAssertEqual(key.count, 32)
         await first.stop()
 
-        let keyPath = (directory as NSString).appendingPathComponent("auth.key")
-        let attributes = try FileManager.default.attributesOfItem(atPath: keyPath)
-        XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, 0o600)
-        XCTAssertEqual((attributes[.size] as? NSNumber)?.intValue, 32)
-
-        let second = try makeHarness(directory: directory)
+        let second = try makeHarness(app: app)
+        XCTAssertEqual(try app.signingKey(), key)
         XCTAssertEqual(try second.service.verifyAccessToken(tokens.access).id, tokens.userId)
         let reply = try await second.request("POST", "auth/session", bearer: tokens.refresh)
         XCTAssertEqual(reply.status, 201)
-
-        // A damaged key file is refused rather than replaced.
-        await second.stop()
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: keyPath))
-        XCTAssertThrowsError(try AuthService(configuration: AuthConfiguration(appId: "atoll-test"), directory: directory)) { error in
-            XCTAssertEqual((error as? AtollError)?.code, .file)
-        }
     }
 
     func testSecretsAreStoredHashed() async throws {
@@ -211,14 +194,25 @@ final class SessionTests: XCTestCase {
         let key = try XCTUnwrap(reply["key"])
         await h.stop()
 
-        let store = try Store(Configuration(path: (h.directory as NSString).appendingPathComponent("auth.realm")))
-        defer { store.close() }
-        let identity = try XCTUnwrap(try store.objects("Identity").documents().first)
-        let hash = try XCTUnwrap(identity["passwordHash"]?.stringValue)
+        let stored = try h.app.storedSecrets()
+        XCTAssertEqual(stored.passwordHashes.count, 1)
+        let hash = try XCTUnwrap(stored.passwordHashes.first)
         XCTAssertTrue(hash.hasPrefix("scrypt$16384$8$1$"), hash)
         XCTAssertFalse(hash.contains("plain password"))
-        XCTAssertEqual(try store.objects("RefreshToken").documents().compactMap { $0["_id"]?.stringValue },
-                       [TestJWT.sha256Hex(tokens.refresh)])
-        XCTAssertEqual(try store.objects("ApiKey").documents().first?["keyHash"], .string(TestJWT.sha256Hex(key)))
+        XCTAssertEqual(stored.refreshTokens, [TestJWT.sha256Hex(tokens.refresh)])
+        XCTAssertEqual(stored.apiKeyHashes, [TestJWT.sha256Hex(key)])
     }
+}
+
+/// SessionTests on PostgreSQL (skipped without ATOLL_TEST_POSTGRES).
+final class SessionTestsOnPostgres: SessionTests {
+    override class var storage: TestStorage { .postgres }
+
+    override func testRefreshAndLogout() async throws { try await super.testRefreshAndLogout() }
+    override func testAccessTokenClaims() async throws { try await super.testAccessTokenClaims() }
+    override func testExpiredTamperedAndForeignTokens() async throws { try await super.testExpiredTamperedAndForeignTokens() }
+    override func testDeletedUsersTokensAreRefused() async throws { try await super.testDeletedUsersTokensAreRefused() }
+    override func testDisabledUsers() async throws { try await super.testDisabledUsers() }
+    override func testKeyAndDataSurviveARestart() async throws { try await super.testKeyAndDataSurviveARestart() }
+    override func testSecretsAreStoredHashed() async throws { try await super.testSecretsAreStoredHashed() }
 }

@@ -66,7 +66,7 @@ extension AuthService {
     private func loginAnonymous() throws -> String {
         try store.transaction {
             let user = try store.createUser()
-            _ = try store.createIdentity(userId: user.id, providerType: Provider.anonymous, externalId: AuthStore.newId())
+            _ = try store.createIdentity(userId: user.id, providerType: Provider.anonymous, externalId: AuthRecord.newId())
             return user.id
         }
     }
@@ -173,13 +173,12 @@ extension AuthService {
         let password = try Self.validPassword(try body.string("password"))
         // Hashed before the transaction: scrypt takes its time, the store's lock should not.
         let hash = try PasswordHash.make(password)
+        // The storage refuses an email that has an identity (409 AccountNameInUse), also when
+        // another server process registers it at the same moment.
         let pending = try store.transaction { () -> (token: String, id: String)? in
-            guard try store.identity(email: email) == nil else {
-                throw AuthError(.accountNameInUse, "name already in use")
-            }
             let user = try store.createUser(data: ["email": .string(email)])
             let identity = try store.createIdentity(userId: user.id, providerType: Provider.emailPassword,
-                                                    externalId: AuthStore.newId(), email: email, passwordHash: hash,
+                                                    externalId: AuthRecord.newId(), email: email, passwordHash: hash,
                                                     confirmed: settings.autoConfirm)
             return settings.autoConfirm ? nil : try makePendingToken("confirm", identity, settings)
         }
@@ -195,7 +194,7 @@ extension AuthService {
         let token = try body.string("token"), tokenId = try body.string("tokenId")
         try store.transaction {
             let identity = try redeem("confirm", token: token, tokenId: tokenId)
-            try store.updateIdentity(identity.key, ["confirmed": .bool(true)])
+            try store.setIdentityConfirmed(identity.key)
         }
         return Self.json(.object([:]))
     }
@@ -235,7 +234,8 @@ extension AuthService {
         let hash = try PasswordHash.make(try Self.validPassword(try body.string("password")))
         try store.transaction {
             let identity = try redeem("reset", token: token, tokenId: tokenId)
-            try store.updateIdentity(identity.key, ["passwordHash": .string(hash), "confirmed": .bool(true)])
+            try store.setIdentityPasswordHash(identity.key, hash)
+            try store.setIdentityConfirmed(identity.key)
             try store.deleteRefreshTokens(ofUser: identity.userId)
         }
         return Self.json(.object([:]))
@@ -243,22 +243,22 @@ extension AuthService {
 
     /// A new token for `purpose` ("confirm", "reset"), replacing the identity's earlier ones;
     /// only its hash is stored. Call inside a transaction.
-    private func makePendingToken(_ purpose: String, _ identity: AuthStore.Identity,
+    private func makePendingToken(_ purpose: String, _ identity: AuthRecord.Identity,
                                   _ settings: EmailPasswordConfiguration) throws -> (token: String, id: String) {
         let token = Crypto.hex(try Crypto.randomBytes(32))
-        let id = AuthStore.newId()
+        let id = AuthRecord.newId()
         try store.addPendingToken(id: id, purpose: purpose, identityKey: identity.key, tokenHash: Crypto.sha256Hex(token),
                                   expiresAt: Timestamp(Date().addingTimeInterval(settings.tokenLifetime)))
         return (token, id)
     }
 
     /// Checks and uses up a pending token; the identity it was made for. Call inside a transaction.
-    private func redeem(_ purpose: String, token: String, tokenId: String) throws -> AuthStore.Identity {
+    private func redeem(_ purpose: String, token: String, tokenId: String) throws -> AuthRecord.Identity {
         let invalid = AuthError(.invalidUserpassToken, "invalid token data")
         guard let pending = try store.pendingToken(id: tokenId), pending.purpose == purpose,
               Crypto.constantTimeEqual(Array(Crypto.sha256Hex(token).utf8), Array(pending.tokenHash.utf8)) else { throw invalid }
         try store.deletePendingTokens(identityKey: pending.identityKey, purpose: purpose)
-        guard AuthStore.now() < pending.expiresAt, let identity = try store.identity(key: pending.identityKey) else { throw invalid }
+        guard AuthRecord.now() < pending.expiresAt, let identity = try store.identity(key: pending.identityKey) else { throw invalid }
         return identity
     }
 

@@ -87,7 +87,7 @@ extension AuthService {
     }
 
     /// The user of the request's refresh token (what `auth/session` and `auth/api_keys` take).
-    func sessionUser(_ request: HTTPRequest) throws -> AuthStore.User {
+    func sessionUser(_ request: HTTPRequest) throws -> AuthRecord.User {
         do { return try refreshTokenUser(try Self.bearerToken(request)) } catch let error as AuthError {
             if error.kind != .internal { count { $0.invalidTokens += 1 } }
             throw error

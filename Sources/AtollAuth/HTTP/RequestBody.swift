@@ -46,6 +46,6 @@ struct RequestBody {
     var deviceId: String {
         let given = fields["options"]?.documentValue?["device"]?.documentValue?["deviceId"]?.stringValue
         if let given, let id = ObjectId(hex: given), id.bytes.contains(where: { $0 != 0 }) { return id.hex }
-        return AuthStore.newId()
+        return AuthRecord.newId()
     }
 }

@@ -1,15 +1,21 @@
 import AtollJSON
 import AtollStore
 import Foundation
+import Glibc
 
-/// The app API's data, in an Atoll store of its own (`auth.realm` in the service's directory):
-/// users, their identities, refresh tokens, API keys and pending confirmation/reset tokens.
-/// Secrets are never stored: tokens and keys as SHA-256 hex, passwords as scrypt hashes.
+/// The app API's data in the service's directory: an Atoll store of its own, `auth.realm`, with
+/// users, their identities, refresh tokens, API keys and pending confirmation/reset tokens; and
+/// `auth.key`, the 32-byte key that signs access tokens (mode 0600).
 ///
 /// Every method takes the store's lock for its whole run; `transaction` groups several calls
-/// into one atomic write that no other thread's call interleaves with.
-final class AuthStore: @unchecked Sendable {
+/// into one atomic write that no other thread's call interleaves with (so a body runs once).
+final class AuthStore: AuthStorage, @unchecked Sendable {
     let store: Store
+    let directory: String
+
+    /// The file names in the service's directory.
+    static let storeFile = "auth.realm"
+    static let keyFile = "auth.key"
 
     static let schema = Schema([
         ObjectSchema(name: "User", primaryKey: "_id", properties: [
@@ -54,10 +60,18 @@ final class AuthStore: @unchecked Sendable {
         ]),
     ])
 
-    /// Opens (or creates) the store at `path`.
-    /// - Throws: the store's `AtollError` (`.file`, `.schemaMismatch`…).
-    init(path: String) throws {
-        store = try Store(Configuration(path: path, schema: Self.schema))
+    /// Opens (or creates) the directory and the store in it.
+    /// - Throws: `AtollError(.file)` when the directory cannot be made, the store's `AtollError`
+    ///   (`.file`, `.schemaMismatch`…).
+    init(directory: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw AtollError(.file, "cannot create the auth directory '\(directory)': \(error.localizedDescription)")
+        }
+        self.directory = directory
+        store = try Store(Configuration(path: (directory as NSString).appendingPathComponent(Self.storeFile), schema: Self.schema))
     }
 
     func close() { store.close() }
@@ -72,41 +86,58 @@ final class AuthStore: @unchecked Sendable {
         try store.withLock(body)
     }
 
-    static func now() -> Timestamp { Timestamp(Date()) }
+    // MARK: - The signing key
 
-    static func newId() -> String { ObjectId.generate().hex }
+    /// Reads `auth.key`, or makes it with `RAND_bytes` (mode 0600) when there is none. `O_EXCL`
+    /// keeps two processes starting at once from writing different keys.
+    func signingKey() throws -> [UInt8] {
+        let path = (directory as NSString).appendingPathComponent(Self.keyFile)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            defer { Glibc.close(fd) }
+            let key = try AuthRecord.newSigningKey()
+            let written = key.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard written == key.count, fsync(fd) == 0 else {
+                let reason = String(cString: strerror(errno))
+                unlink(path)
+                throw AtollError(.file, "cannot write the signing key '\(path)': \(reason)")
+            }
+            return key
+        }
+        guard errno == EEXIST else {
+            throw AtollError(.file, "cannot create the signing key '\(path)': \(String(cString: strerror(errno)))")
+        }
+        guard let data = FileManager.default.contents(atPath: path), data.count == AuthRecord.signingKeyLength else {
+            throw AtollError(.file, "the signing key '\(path)' is unreadable or not 32 bytes (delete it to make a new one; every token it signed becomes invalid)")
+        }
+        return Array(data)
+    }
 
     // MARK: - Users
 
-    struct User {
-        var id: String
-        var createdAt: Timestamp
-        var disabled: Bool
-        var data: Document
-
-        init(_ doc: Document) {
-            id = doc["_id"]?.stringValue ?? ""
-            if case .date(let t)? = doc["createdAt"] { createdAt = t } else { createdAt = Timestamp(milliseconds: 0) }
-            disabled = doc["disabled"]?.boolValue ?? false
-            let text = doc["data"]?.stringValue ?? "{}"
-            data = (try? EJSON.parse(text))?.documentValue ?? [:]
-        }
+    static func user(_ doc: Document) -> AuthRecord.User {
+        AuthRecord.User(id: doc["_id"]?.stringValue ?? "", createdAt: timestamp(doc["createdAt"]),
+                        disabled: doc["disabled"]?.boolValue ?? false, data: AuthRecord.profile(doc["data"]?.stringValue ?? "{}"))
     }
 
-    /// A new user with a new id.
-    func createUser(data: Document = [:]) throws -> User {
-        let doc: Document = ["_id": .string(Self.newId()), "createdAt": .date(Self.now()), "disabled": .bool(false),
-                             "data": .string(EJSON.serialize(.object(data)))]
+    static func timestamp(_ value: Value?) -> Timestamp {
+        if case .date(let t)? = value { return t }
+        return Timestamp(milliseconds: 0)
+    }
+
+    func createUser(data: Document) throws -> AuthRecord.User {
+        let doc: Document = ["_id": .string(AuthRecord.newId()), "createdAt": .date(AuthRecord.now()), "disabled": .bool(false),
+                             "data": .string(AuthRecord.profileText(data))]
         try store.create("User", doc)
-        return User(doc)
+        return Self.user(doc)
     }
 
-    func user(_ id: String) throws -> User? {
-        try store.object("User", primaryKey: .string(id)).map(User.init)
+    func user(_ id: String) throws -> AuthRecord.User? {
+        try store.object("User", primaryKey: .string(id)).map(Self.user)
     }
 
-    func users() throws -> [User] {
-        try store.objects("User", where: "TRUEPREDICATE SORT(createdAt ASC)").documents().map(User.init)
+    func users() throws -> [AuthRecord.User] {
+        try store.objects("User", where: "TRUEPREDICATE SORT(createdAt ASC)").documents().map(Self.user)
     }
 
     func setUserDisabled(_ id: String, _ disabled: Bool) throws {
@@ -114,11 +145,10 @@ final class AuthStore: @unchecked Sendable {
     }
 
     func setUserData(_ id: String, _ data: Document) throws {
-        try store.create("User", ["_id": .string(id), "data": .string(EJSON.serialize(.object(data)))], update: .modified)
+        try store.create("User", ["_id": .string(id), "data": .string(AuthRecord.profileText(data))], update: .modified)
     }
 
-    /// Deletes a user and everything of it: identities, their pending tokens, API keys, refresh
-    /// tokens. Call inside `transaction`.
+    /// Call inside `transaction`.
     func deleteUser(_ id: String) throws {
         let key: [Value] = [.string(id)]
         for identity in try identities(ofUser: id) {
@@ -132,77 +162,61 @@ final class AuthStore: @unchecked Sendable {
 
     // MARK: - Identities
 
-    struct Identity {
-        var key: String
-        var userId: String
-        var providerType: String
-        var externalId: String
-        var email: String?
-        var passwordHash: String?
-        var confirmed: Bool
-
-        init(_ doc: Document) {
-            key = doc["_id"]?.stringValue ?? ""
-            userId = doc["userId"]?.stringValue ?? ""
-            providerType = doc["providerType"]?.stringValue ?? ""
-            externalId = doc["externalId"]?.stringValue ?? ""
-            email = doc["email"]?.stringValue
-            passwordHash = doc["passwordHash"]?.stringValue
-            confirmed = doc["confirmed"]?.boolValue ?? false
-        }
+    static func identity(_ doc: Document) -> AuthRecord.Identity {
+        AuthRecord.Identity(key: doc["_id"]?.stringValue ?? "", userId: doc["userId"]?.stringValue ?? "",
+                            providerType: doc["providerType"]?.stringValue ?? "", externalId: doc["externalId"]?.stringValue ?? "",
+                            email: doc["email"]?.stringValue, passwordHash: doc["passwordHash"]?.stringValue,
+                            confirmed: doc["confirmed"]?.boolValue ?? false)
     }
 
-    static func identityKey(_ providerType: String, _ externalId: String) -> String { "\(providerType):\(externalId)" }
-
-    func createIdentity(userId: String, providerType: String, externalId: String, email: String? = nil,
-                        passwordHash: String? = nil, confirmed: Bool = true) throws -> Identity {
-        var doc: Document = ["_id": .string(Self.identityKey(providerType, externalId)), "userId": .string(userId),
+    /// Call inside `transaction`: the checks and the write are one.
+    func createIdentity(userId: String, providerType: String, externalId: String, email: String?,
+                        passwordHash: String?, confirmed: Bool) throws -> AuthRecord.Identity {
+        let key = AuthRecord.identityKey(providerType, externalId)
+        guard try identity(key: key) == nil else { throw AuthRecord.identityExists(key) }
+        if let email, try identity(email: email) != nil { throw AuthRecord.emailInUse }
+        var doc: Document = ["_id": .string(key), "userId": .string(userId),
                              "providerType": .string(providerType), "externalId": .string(externalId),
-                             "confirmed": .bool(confirmed), "createdAt": .date(Self.now())]
+                             "confirmed": .bool(confirmed), "createdAt": .date(AuthRecord.now())]
         if let email { doc["email"] = .string(email) }
         if let passwordHash { doc["passwordHash"] = .string(passwordHash) }
         try store.create("Identity", doc)
-        return Identity(doc)
+        return Self.identity(doc)
     }
 
-    func identity(_ providerType: String, _ externalId: String) throws -> Identity? {
-        try identity(key: Self.identityKey(providerType, externalId))
+    func identity(key: String) throws -> AuthRecord.Identity? {
+        try store.object("Identity", primaryKey: .string(key)).map(Self.identity)
     }
 
-    func identity(key: String) throws -> Identity? {
-        try store.object("Identity", primaryKey: .string(key)).map(Identity.init)
+    func identity(email: String) throws -> AuthRecord.Identity? {
+        try store.objects("Identity", where: "email == $0", [.string(email)]).documents(limit: 1).first.map(Self.identity)
     }
 
-    /// The email/password identity of an email (already normalized).
-    func identity(email: String) throws -> Identity? {
-        try store.objects("Identity", where: "email == $0", [.string(email)]).documents(limit: 1).first.map(Identity.init)
+    func identities(ofUser userId: String) throws -> [AuthRecord.Identity] {
+        try store.objects("Identity", where: "userId == $0 SORT(createdAt ASC)", [.string(userId)]).documents().map(Self.identity)
     }
 
-    func identities(ofUser userId: String) throws -> [Identity] {
-        try store.objects("Identity", where: "userId == $0 SORT(createdAt ASC)", [.string(userId)]).documents().map(Identity.init)
+    func setIdentityConfirmed(_ key: String) throws {
+        try store.create("Identity", ["_id": .string(key), "confirmed": .bool(true)], update: .modified)
     }
 
-    func updateIdentity(_ key: String, _ fields: Document) throws {
-        var doc = fields
-        doc["_id"] = .string(key)
-        try store.create("Identity", doc, update: .modified)
+    func setIdentityPasswordHash(_ key: String, _ passwordHash: String) throws {
+        try store.create("Identity", ["_id": .string(key), "passwordHash": .string(passwordHash)], update: .modified)
     }
 
     // MARK: - Refresh tokens
 
     func addRefreshToken(hash: String, userId: String, expiresAt: Timestamp) throws {
-        try store.create("RefreshToken", ["_id": .string(hash), "userId": .string(userId), "createdAt": .date(Self.now()),
+        try store.create("RefreshToken", ["_id": .string(hash), "userId": .string(userId), "createdAt": .date(AuthRecord.now()),
                                           "expiresAt": .date(expiresAt)])
     }
 
-    /// The user and expiry of a stored refresh token.
     func refreshToken(hash: String) throws -> (userId: String, expiresAt: Timestamp)? {
         guard let doc = try store.object("RefreshToken", primaryKey: .string(hash)),
               let userId = doc["userId"]?.stringValue, case .date(let expiry)? = doc["expiresAt"] else { return nil }
         return (userId, expiry)
     }
 
-    /// Deletes a refresh token; whether there was one.
     @discardableResult
     func deleteRefreshToken(hash: String) throws -> Bool {
         guard try store.object("RefreshToken", primaryKey: .string(hash)) != nil else { return false }
@@ -214,49 +228,44 @@ final class AuthStore: @unchecked Sendable {
         _ = try store.objects("RefreshToken", where: "userId == $0", [.string(userId)]).deleteAll()
     }
 
-    /// Drops expired refresh and pending tokens.
+    func refreshTokenCount(ofUser userId: String) throws -> Int {
+        try store.objects("RefreshToken", where: "userId == $0", [.string(userId)]).count()
+    }
+
     func deleteExpired() throws {
-        let now: [Value] = [.date(Self.now())]
+        let now: [Value] = [.date(AuthRecord.now())]
         _ = try store.objects("RefreshToken", where: "expiresAt < $0", now).deleteAll()
         _ = try store.objects("PendingToken", where: "expiresAt < $0", now).deleteAll()
     }
 
     // MARK: - API keys
 
-    struct APIKey {
-        var id: String
-        var userId: String
-        var name: String
-        var disabled: Bool
-
-        init(_ doc: Document) {
-            id = doc["_id"]?.stringValue ?? ""
-            userId = doc["userId"]?.stringValue ?? ""
-            name = doc["name"]?.stringValue ?? ""
-            disabled = doc["disabled"]?.boolValue ?? false
-        }
+    static func apiKey(_ doc: Document) -> AuthRecord.APIKey {
+        AuthRecord.APIKey(id: doc["_id"]?.stringValue ?? "", userId: doc["userId"]?.stringValue ?? "",
+                          name: doc["name"]?.stringValue ?? "", disabled: doc["disabled"]?.boolValue ?? false)
     }
 
-    func createAPIKey(userId: String, name: String, keyHash: String) throws -> APIKey {
-        let doc: Document = ["_id": .string(Self.newId()), "userId": .string(userId), "name": .string(name),
-                             "keyHash": .string(keyHash), "disabled": .bool(false), "createdAt": .date(Self.now())]
+    /// Call inside `transaction`: the check and the write are one.
+    func createAPIKey(userId: String, name: String, keyHash: String) throws -> AuthRecord.APIKey {
+        guard try !apiKeys(ofUser: userId).contains(where: { $0.name == name }) else { throw AuthRecord.apiKeyExists(name) }
+        let doc: Document = ["_id": .string(AuthRecord.newId()), "userId": .string(userId), "name": .string(name),
+                             "keyHash": .string(keyHash), "disabled": .bool(false), "createdAt": .date(AuthRecord.now())]
         try store.create("ApiKey", doc)
-        return APIKey(doc)
+        return Self.apiKey(doc)
     }
 
-    func apiKeys(ofUser userId: String) throws -> [APIKey] {
-        try store.objects("ApiKey", where: "userId == $0 SORT(createdAt ASC)", [.string(userId)]).documents().map(APIKey.init)
+    func apiKeys(ofUser userId: String) throws -> [AuthRecord.APIKey] {
+        try store.objects("ApiKey", where: "userId == $0 SORT(createdAt ASC)", [.string(userId)]).documents().map(Self.apiKey)
     }
 
-    /// A key of a user by id (nil when it is another user's).
-    func apiKey(id: String, userId: String) throws -> APIKey? {
+    func apiKey(id: String, userId: String) throws -> AuthRecord.APIKey? {
         guard let doc = try store.object("ApiKey", primaryKey: .string(id)) else { return nil }
-        let key = APIKey(doc)
+        let key = Self.apiKey(doc)
         return key.userId == userId ? key : nil
     }
 
-    func apiKey(hash: String) throws -> APIKey? {
-        try store.objects("ApiKey", where: "keyHash == $0", [.string(hash)]).documents(limit: 1).first.map(APIKey.init)
+    func apiKey(hash: String) throws -> AuthRecord.APIKey? {
+        try store.objects("ApiKey", where: "keyHash == $0", [.string(hash)]).documents(limit: 1).first.map(Self.apiKey)
     }
 
     func setAPIKeyDisabled(_ id: String, _ disabled: Bool) throws {
@@ -269,31 +278,18 @@ final class AuthStore: @unchecked Sendable {
 
     // MARK: - Confirmation and reset tokens
 
-    struct PendingToken {
-        var id: String
-        var purpose: String
-        var identityKey: String
-        var tokenHash: String
-        var expiresAt: Timestamp
-
-        init(_ doc: Document) {
-            id = doc["_id"]?.stringValue ?? ""
-            purpose = doc["purpose"]?.stringValue ?? ""
-            identityKey = doc["identityId"]?.stringValue ?? ""
-            tokenHash = doc["tokenHash"]?.stringValue ?? ""
-            if case .date(let t)? = doc["expiresAt"] { expiresAt = t } else { expiresAt = Timestamp(milliseconds: 0) }
-        }
-    }
-
-    /// Stores a token for `purpose`, replacing the identity's earlier ones for it.
+    /// Call inside `transaction`.
     func addPendingToken(id: String, purpose: String, identityKey: String, tokenHash: String, expiresAt: Timestamp) throws {
         try deletePendingTokens(identityKey: identityKey, purpose: purpose)
         try store.create("PendingToken", ["_id": .string(id), "purpose": .string(purpose), "identityId": .string(identityKey),
                                           "tokenHash": .string(tokenHash), "expiresAt": .date(expiresAt)])
     }
 
-    func pendingToken(id: String) throws -> PendingToken? {
-        try store.object("PendingToken", primaryKey: .string(id)).map(PendingToken.init)
+    func pendingToken(id: String) throws -> AuthRecord.PendingToken? {
+        guard let doc = try store.object("PendingToken", primaryKey: .string(id)) else { return nil }
+        return AuthRecord.PendingToken(id: doc["_id"]?.stringValue ?? "", purpose: doc["purpose"]?.stringValue ?? "",
+                                       identityKey: doc["identityId"]?.stringValue ?? "", tokenHash: doc["tokenHash"]?.stringValue ?? "",
+                                       expiresAt: Self.timestamp(doc["expiresAt"]))
     }
 
     func deletePendingTokens(identityKey: String, purpose: String) throws {
