@@ -188,7 +188,8 @@ public final class SyncServer: @unchecked Sendable {
             apps[app.id] = syncApp
             var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0) } ?? AuthConfiguration(appId: app.id)
             authHooks?(&authConfiguration)
-            auth[app.id] = try AuthService(configuration: authConfiguration, directory: directory)
+            auth[app.id] = try configuration.postgresURL.map { try PostgresAuthStore.service(configuration: authConfiguration, url: $0) }
+                ?? AuthService(configuration: authConfiguration, directory: directory)
         }
         self.apps = apps
         self.auth = auth
