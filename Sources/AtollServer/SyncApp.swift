@@ -168,6 +168,8 @@ package final class SyncApp: @unchecked Sendable {
                 try upload(message, s)
             case "mark":
                 let s = try session(message, connection)
+                // What the storage has now, also from other instances, comes before the mark.
+                try storage.catchUp(self)
                 s.downloadCursor = latestVersion
                 connection.send(.doc(["type": .string("mark"), "session": .int(s.number), "request": message["request"] ?? .null,
                                       "serverVersion": .int(Int64(latestVersion))]))

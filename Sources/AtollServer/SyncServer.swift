@@ -180,7 +180,8 @@ public final class SyncServer: @unchecked Sendable {
         var apps = [String: SyncApp]()
         var auth = [String: AuthService]()
         for configured in configuration.apps {
-            let app = try AdminAPI.applySaved(to: configured, dataDirectory: configuration.dataDirectory)
+            let app = try AdminAPI.applySaved(to: configured, dataDirectory: configuration.dataDirectory,
+                                              shared: configuration.postgresURL != nil)
             let directory = configuration.dataDirectory + "/" + app.id
             let storage: SyncStorage = try configuration.postgresURL.map { try PostgresSyncStorage(url: $0, appId: app.id) } ?? LocalSyncStorage()
             let syncApp = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage)
@@ -199,7 +200,7 @@ public final class SyncServer: @unchecked Sendable {
         metricsHistory = MetricsHistory(metrics: metrics)
         installRoutes()
         AdminAPI(key: adminKey, apps: apps, auth: auth, dataDirectory: configuration.dataDirectory,
-                 history: metricsHistory).install(on: self.http)
+                 history: metricsHistory, sharedStorage: configuration.postgresURL != nil).install(on: self.http)
     }
 
     public var port: Int { http.port }

@@ -23,7 +23,14 @@ final class AdminAPI: Sendable {
     let history: MetricsHistory
     let startedAt = Date()
 
-    init(key: AdminKey, apps: [String: SyncApp], auth: [String: AuthService], dataDirectory: String, history: MetricsHistory) {
+    /// Whether the apps' data is in a storage that several instances share (PostgreSQL): rules
+    /// and auth settings then come from the config file that every instance reads, and the
+    /// console does not change them in one instance only.
+    let sharedStorage: Bool
+
+    init(key: AdminKey, apps: [String: SyncApp], auth: [String: AuthService], dataDirectory: String, history: MetricsHistory,
+         sharedStorage: Bool = false) {
+        self.sharedStorage = sharedStorage
         self.key = key
         self.apps = apps
         self.auth = auth
@@ -33,9 +40,17 @@ final class AdminAPI: Sendable {
 
     /// An app's configuration with what the console saved in its data directory applied (at start).
     /// - Throws: the reason a saved file cannot be used (the server does not start with it).
-    static func applySaved(to app: AppConfiguration, dataDirectory: String) throws -> AppConfiguration {
+    /// - Parameter shared: instances share the storage: a saved file is refused, since it would
+    ///   be in force in this instance only.
+    static func applySaved(to app: AppConfiguration, dataDirectory: String, shared: Bool = false) throws -> AppConfiguration {
         var app = app
         let directory = dataDirectory + "/" + app.id
+        if shared {
+            for name in [rulesFile, authFile] where FileManager.default.fileExists(atPath: directory + "/" + name) {
+                throw AtollError(.invalidArgument, "\(directory)/\(name) holds settings saved by the admin console, which would apply to this instance only: with \"store\": {\"postgres\": …} move them into the config file every instance reads, and delete the file")
+            }
+            return app
+        }
         if let data = FileManager.default.contents(atPath: directory + "/" + rulesFile) {
             let json = try EJSON.parse(String(decoding: data, as: UTF8.self))
             do { app.rules = try Rules(json: json) } catch {
@@ -266,6 +281,7 @@ final class AdminAPI: Sendable {
     /// Validates, saves (a temporary file renamed over the old one), then applies: a rule that
     /// fails leaves both the file and the running rules as they were.
     private func saveRules(_ sync: SyncApp, _ json: Value) throws -> Value {
+        try refuseWhenShared("rules")
         let rules = try sync.queue.sync { try sync.validateRules(json) }
         try save(json, sync.configuration.id, Self.rulesFile)
         sync.queue.sync { sync.replaceRules(rules, source: json) }
@@ -275,6 +291,7 @@ final class AdminAPI: Sendable {
     /// Validates auth settings, puts them in force at once and saves them (they win over the
     /// config at the next start); when they cannot be saved, the old ones stay in force.
     private func saveAuth(_ sync: SyncApp, _ json: Value) throws -> Value {
+        try refuseWhenShared("auth settings")
         let id = sync.configuration.id
         guard let service = auth[id] else { throw AdminError(404, "AppNotFound", "no app '\(id)'") }
         let previous = service.configuration
@@ -290,6 +307,11 @@ final class AdminAPI: Sendable {
             throw error
         }
         return .doc(["saved": .bool(true), "auth": json])
+    }
+
+    private func refuseWhenShared(_ what: String) throws {
+        guard sharedStorage else { return }
+        throw AdminError(409, "SharedStorage", "the instances of this server share PostgreSQL: \(what) are set in the config file that every instance reads, not in one instance's console")
     }
 
     private func save(_ json: Value, _ app: String, _ name: String) throws {
