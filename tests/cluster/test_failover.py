@@ -153,7 +153,8 @@ def test_a_write_through_one_instance_reaches_the_clients_of_another(
             assert got == ["from-a", "from-b"], f"a new client of {c.name} bootstrapped {got}"
         finally:
             on_c.close()
-        print(f"\nA -> B {a_to_b * 1000:.0f} ms, B -> A {b_to_a * 1000:.0f} ms")
+        print(f"\nafter the writer's upload was acknowledged, the other instance's client had "
+              f"it within {a_to_b * 1000:.0f} ms (A to B), {b_to_a * 1000:.0f} ms (B to A)")
     finally:
         on_a.close()
         on_b.close()
