@@ -6,7 +6,13 @@
 #   make test    deps, build, swift test, ctest, pytest (bindings/python/tests, tests/cli, tests/net,
 #                tests/admin: the admin console in headless chromium, screenshots in build/admin-screenshots,
 #                tests/faults: a few rounds of each fault, tests/hostile: forged clients, tokens,
-#                a small load run)
+#                a small load run, tests/cluster: three atoll-servers on PostgreSQL behind nginx,
+#                one killed). Before the suites it starts a throwaway PostgreSQL cluster
+#                (tests/postgres/cluster.py: 127.0.0.1, a free port, in a temporary directory),
+#                exports its URL as ATOLL_TEST_POSTGRES to every suite, and removes it at the end,
+#                whatever failed. Debian's own cluster on 5432, if the package started one, is
+#                neither used nor in the way.
+#   make test-cluster   deps, build, then only that PostgreSQL cluster and tests/cluster
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, the atoll command on one of them, and the sync demo: an
 #                atoll-server with a C, a Python and a Swift host as three users
@@ -38,9 +44,12 @@ CMAKE ?= cmake
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # The network layer (AtollNet): wslay, http-parser, OpenSSL; its tests and benchmark use the
-# openssl and curl commands and wrk.
+# openssl and curl commands and wrk. The server's PostgreSQL store links libpq (libpq-dev); the
+# tests run a throwaway cluster of Debian's PostgreSQL server (postgresql: initdb, pg_ctl, psql)
+# and put Debian's nginx (nginx-light) in front of several instances (tests/cluster).
 DEB_PACKAGES := libsqlite3-dev libjansson-dev cmake pkg-config python3-venv python3-pip \
-    libwslay-dev libhttp-parser-dev libssl-dev openssl curl wrk chromium
+    libwslay-dev libhttp-parser-dev libssl-dev openssl curl wrk chromium \
+    postgresql libpq-dev nginx-light
 # playwright drives Debian's chromium for the admin console's tests (tests/admin); its wheel
 # carries its own driver, and the tests never download a browser.
 PYTHON_TOOLS := pytest websockets playwright
@@ -68,6 +77,25 @@ FAULT_TESTS := tests/faults
 # stale tokens, fan-out to many subscribed clients (docs/testing.md). `make test` runs the load
 # with 100 clients for 10 s; `make stress` with 1,000 for 60 s.
 HOSTILE_TESTS := tests/hostile
+# Several atoll-servers on one PostgreSQL database behind nginx: failover, propagation between
+# instances, shared users (docs/deploy.md); one instance on SQLite behind nginx. The PostgreSQL
+# tests skip only when ATOLL_TEST_POSTGRES is unset, which `make test` never leaves it.
+CLUSTER_TESTS := tests/cluster
+PG_CLUSTER := tests/postgres/cluster.py
+# Recipe text: starts a throwaway PostgreSQL cluster in a temporary directory, exports its URL as
+# ATOLL_TEST_POSTGRES for the rest of the recipe and stops and removes it when the recipe's shell
+# exits, failed or not. When it cannot start, "postgres" is added to $failed and the URL is
+# empty (the cluster suite then skips, and the target fails for it).
+WITH_POSTGRES = pg_dir=$$(mktemp -d "$${TMPDIR:-/tmp}/atoll-pg.XXXXXX"); \
+	trap '$(VENV)/bin/python $(PG_CLUSTER) stop "$$pg_dir" || echo "could not remove the PostgreSQL cluster in $$pg_dir" >&2' EXIT; \
+	echo "== PostgreSQL for the suites ($(PG_CLUSTER) start $$pg_dir)"; \
+	if ATOLL_TEST_POSTGRES=$$($(VENV)/bin/python $(PG_CLUSTER) start "$$pg_dir"); then \
+	    echo "ATOLL_TEST_POSTGRES=$$ATOLL_TEST_POSTGRES"; \
+	else ATOLL_TEST_POSTGRES=""; failed="$$failed postgres"; fi; \
+	export ATOLL_TEST_POSTGRES
+CLUSTER_SUITE = echo "== pytest $(CLUSTER_TESTS) (three atoll-servers on PostgreSQL behind nginx, one killed)"; \
+	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q -rs $(CLUSTER_TESTS) \
+	    || failed="$$failed cluster-tests"
 
 # Fuzzing (docs/testing.md): a second, instrumented build of the package (swiftc
 # -sanitize=fuzzer: libFuzzer's coverage in every Swift module) in its own scratch path, and the
@@ -80,8 +108,8 @@ STRESS_FUZZ_SECONDS ?= 300
 FUZZ_CC ?= $(dir $(realpath $(shell command -v $(SWIFT))))clang
 FUZZ_SWIFT_FLAGS := -c release --scratch-path $(FUZZ_SCRATCH) -Xswiftc -sanitize=fuzzer -Xswiftc -DATOLL_LIBFUZZER
 
-.PHONY: deps build test demo bench bench-net bench-sync memcheck-net install clean distclean \
-    fuzz fuzz-build stress
+.PHONY: deps build test test-cluster demo bench bench-net bench-sync memcheck-net install clean \
+    distclean fuzz fuzz-build stress
 
 deps:
 	@missing=""; \
@@ -120,6 +148,7 @@ build:
 # Every suite runs even when an earlier one fails; the target fails at the end if any did.
 test: deps build
 	@failed=""; \
+	$(WITH_POSTGRES); \
 	echo "== swift test"; \
 	$(SWIFT) test || failed="$$failed swift-test"; \
 	echo "== ctest ($(BUILD_DIR))"; \
@@ -138,10 +167,18 @@ test: deps build
 	echo "== pytest $(HOSTILE_TESTS) (forged clients, tokens, load: 100 clients for 10 s)"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(HOSTILE_TESTS) \
 	    || failed="$$failed hostile-tests"; \
+	$(CLUSTER_SUITE); \
 	echo "== make fuzz ($(FUZZ_SECONDS) s per target)"; \
 	$(MAKE) --no-print-directory fuzz || failed="$$failed fuzz"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: all passed"
+
+# The cluster suite alone, with its PostgreSQL.
+test-cluster: deps build
+	@failed=""; \
+	$(WITH_POSTGRES); \
+	$(CLUSTER_SUITE); \
+	if [ -n "$$failed" ]; then echo "make test-cluster: FAILED:$$failed" >&2; exit 1; fi
 
 demo: deps build
 	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/atoll-demo.XXXXXX"); \

@@ -14,18 +14,19 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bindings" / "python" / "src"))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
 os.environ.setdefault("ATOLL_LIBRARY", str(REPO_ROOT / ".build" / "release" / "libatoll.so"))
 
 import atoll  # noqa: E402
+# The tests import these from here.
+from helpers import http_json as http, wait_until  # noqa: E402,F401
 
 SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
 ADMIN_KEY = "test-admin-key-0123456789"
@@ -129,26 +130,6 @@ def owner_server(tmp_path: Path) -> Iterator[Server]:
 
 # MARK: - HTTP
 
-def http(method: str, url: str, body: Any = None, token: Optional[str] = None,
-         raw: Optional[bytes] = None) -> Tuple[int, Any]:
-    """(status, parsed JSON body or None); errors are answers too."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    if token is not None:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            status, text = resp.status, resp.read().decode()
-    except urllib.error.HTTPError as e:
-        status, text = e.code, e.read().decode()
-    try:
-        return status, json.loads(text) if text else None
-    except json.JSONDecodeError:
-        return status, text
-
-
 def admin(server: Server, method: str, path: str, body: Any = None, key: str = ADMIN_KEY) -> Tuple[int, Any]:
     return http(method, f"{server.url}/api/admin/v1{path}", body, token=key)
 
@@ -175,17 +156,6 @@ def open_all(user: atoll.User, path: Path) -> atoll.Realm:
 def task(pk: str, priority: int = 0, owner: Optional[str] = None, name: Optional[str] = None) -> Dict[str, Any]:
     return {"_id": pk, "name": name or f"task {pk}", "priority": priority, "owner_id": owner, "done": False,
             "tags": []}
-
-
-def wait_until(check: Callable[[], Any], seconds: float = 10, what: str = "condition") -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {seconds} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def received(realm: atoll.Realm, pk: str, field: str, value: Any, seconds: float = 10) -> None:

@@ -1,4 +1,5 @@
-"""Fault tests: shared setup (the library, the server, client processes, sizes, the report).
+"""Fault tests: shared setup (the library, sizes, the report; the server and the client
+processes come from tests/support/processes.py).
 
 The binaries come from $ATOLL_LIBRARY and $ATOLL_SERVER (default .build/release/); a missing
 one fails the tests. ATOLL_STRESS=1 runs the full sizes (100 rounds of each kill); without it
@@ -12,31 +13,23 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
-import re
-import select
-import signal
-import socket
-import subprocess
 import sys
-import threading
-import time
-import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Iterator
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bindings" / "python" / "src"))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
 os.environ.setdefault("ATOLL_LIBRARY", str(REPO_ROOT / ".build" / "release" / "libatoll.so"))
 
 import atoll  # noqa: E402
+# The tests import these from here.
+from processes import Client, Server, run_client  # noqa: E402,F401
 
-SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
-DRIVER = HERE / "driver.py"
 STRESS = os.environ.get("ATOLL_STRESS", "") not in ("", "0")
 
 
@@ -66,212 +59,9 @@ def report(suite: str, rounds: int, operations: int, faults: int, lost: int, cra
 
 # MARK: - The server
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """An atoll-server on a fixed port and data directory, which can be killed and started
-    again on both (clients reconnect to the same URL)."""
-
-    def __init__(self, data: Path, log: Path, port: Optional[int] = None) -> None:
-        if not SERVER.is_file() or not os.access(SERVER, os.X_OK):
-            pytest.fail(f"atoll-server not found at {SERVER}: build it (`swift build -c "
-                        "release`) or set ATOLL_SERVER to its path", pytrace=False)
-        self.data = data
-        self.log = log
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: Optional[subprocess.Popen] = None
-        self.starts = 0
-
-    def start(self, timeout: float = 15) -> None:
-        args = [str(SERVER), "--port", str(self.port), "--data", str(self.data),
-                "--log-level", "warning"]
-        deadline = time.monotonic() + timeout
-        while True:
-            with open(self.log, "ab") as stderr:
-                proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr)
-            assert proc.stdout is not None
-            ready, _, _ = select.select([proc.stdout], [], [], timeout)
-            line = proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
-            if line.startswith("listening on "):
-                break
-            proc.kill()
-            proc.wait()
-            proc.stdout.close()
-            # The port may still be held by the killed server's last sockets for a moment.
-            if time.monotonic() > deadline:
-                pytest.fail(f"atoll-server did not start on port {self.port} (first line "
-                            f"{line!r}, exit {proc.returncode}); log:\n{self.log_tail()}",
-                            pytrace=False)
-            time.sleep(0.1)
-        self.proc = proc
-        self.starts += 1
-        threading.Thread(target=self._drain, args=(proc,), daemon=True).start()
-
-    @staticmethod
-    def _drain(proc: subprocess.Popen) -> None:
-        assert proc.stdout is not None
-        for _ in proc.stdout:
-            pass
-        proc.stdout.close()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL; fails the test when the server had died by itself."""
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            pytest.fail(f"atoll-server exited by itself with {self.proc.returncode}; log:\n"
-                        f"{self.log_tail()}", pytrace=False)
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self.proc = None
-
-    def stop(self) -> Optional[int]:
-        """SIGTERM and wait; returns the exit code (None when it was not running)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        code = self.proc.returncode
-        self.proc = None
-        return code
-
-    def metric(self, name: str) -> float:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        m = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
-        return float(m.group(1)) if m else 0.0
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     s = Server(tmp_path / "server-data", tmp_path / "server.log")
     s.start()
     yield s
     s.stop()
-
-
-# MARK: - Client processes
-
-class Client:
-    """driver.py in its own process; its output lines are collected as they come."""
-
-    def __init__(self, command: str, url: str, directory: Path, *args: str) -> None:
-        self.directory = directory
-        self.lines: "queue.Queue[str]" = queue.Queue()
-        self.seen: List[str] = []
-        self.stderr_path = directory.with_name(directory.name + f".{command}.stderr")
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(self.stderr_path, "ab") as stderr:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(DRIVER), command, "--url", url, "--dir", str(directory),
-                 *args], stdout=subprocess.PIPE, stderr=stderr, env=os.environ.copy())
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode("utf-8", "replace").rstrip("\n"))
-        self.proc.stdout.close()
-        self.lines.put("")  # end
-
-    def poll_lines(self) -> List[str]:
-        """Lines that arrived since the last call (also appended to .seen)."""
-        new = []
-        while True:
-            try:
-                line = self.lines.get_nowait()
-            except queue.Empty:
-                break
-            if line:
-                new.append(line)
-        self.seen.extend(new)
-        return new
-
-    def wait_for(self, predicate: Callable[[str], bool], timeout: float) -> str:
-        """Waits for an output line matching `predicate`; fails on timeout or exit."""
-        deadline = time.monotonic() + timeout
-        while True:
-            for line in self.poll_lines():
-                if predicate(line):
-                    return line
-            if self.proc.poll() is not None and self.lines.empty():
-                self._reader.join(2)
-                for line in self.poll_lines():
-                    if predicate(line):
-                        return line
-                pytest.fail(f"client exited with {self.proc.returncode} before the line "
-                            f"expected; output: {self.seen[-10:]}; stderr:\n{self.stderr()}",
-                            pytrace=False)
-            if time.monotonic() > deadline:
-                pytest.fail(f"client: no line expected within {timeout} s; output: "
-                            f"{self.seen[-10:]}; stderr:\n{self.stderr()}", pytrace=False)
-            time.sleep(0.005)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self._reader.join(5)
-        self.poll_lines()
-
-    def finish(self, timeout: float = 120) -> int:
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"client did not finish within {timeout} s; output: {self.seen[-10:]}"
-                        f"; stderr:\n{self.stderr()}", pytrace=False)
-        self._reader.join(5)
-        self.poll_lines()
-        return self.proc.returncode
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
-
-    def committed(self) -> List[int]:
-        return [int(l.split()[1]) for l in self.seen if l.startswith("C ")]
-
-    def acknowledged(self) -> List[int]:
-        return [int(l.split()[1]) for l in self.seen
-                if l.startswith("A ") and l.split()[1] != "all"]
-
-    def errors(self) -> List[str]:
-        return [l for l in self.seen if l.startswith("E ")]
-
-    def have(self) -> Dict[int, int]:
-        for line in reversed(self.seen):
-            if line.startswith("HAVE "):
-                return {int(k): v for k, v in json.loads(line[5:])["txns"].items()}
-        raise AssertionError(f"no HAVE line in {self.seen[-10:]}")
-
-
-def run_client(command: str, url: str, directory: Path, *args: str, timeout: float = 120
-               ) -> Client:
-    """Runs driver.py to the end; fails unless it printed DONE and exited 0."""
-    c = Client(command, url, directory, *args)
-    code = c.finish(timeout)
-    assert code == 0 and "DONE" in c.seen, (
-        f"{command} exited with {code}; output {c.seen[-10:]}; stderr:\n{c.stderr()}")
-    return c

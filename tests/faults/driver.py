@@ -4,13 +4,15 @@ with SIGKILL, or kills the server under it, and checks what it reported.
 Every line it prints is flushed at once, so that what the parent read before a SIGKILL is what
 had happened:
 
+    U <user id>                 the user is logged in (the same user as before when DIR has one)
     READY                       the realm is open (and, for `bootstrap`, subscribed)
     C <txn>                     transaction <txn> committed (atoll_realm_commit returned)
     A <txn>                     wait_for_upload returned after transaction <txn>: the server
                                 acknowledged every transaction up to <txn>
     P <transferred> <transferable>   a download progress event (bootstrap)
     E <code> <fatal> <message>  a sync error the app's error handler got
-    HAVE <json>                 (verify) {"txns": {txn: count}, "count": n}
+    HAVE <json>                 (verify) {"txns": {txn: count}, "count": n, "digest": sha256 of
+                                every Item's fields, sorted: equal digests, equal data}
     DONE                        the command finished
 
 Commands (`python driver.py COMMAND --url URL --dir DIR ...`; DIR holds the users' metadata and
@@ -19,7 +21,8 @@ the realm file `client.realm`, so that a second process resumes the same user an
     write      writes transactions of --per-txn objects (ids "<txn>-<i>", --payload bytes of
                text each) from --first-txn on, --txns of them (0: forever); with --ack, waits
                for the upload after each one and prints A.
-    verify     opens the file, prints HAVE, waits for the upload, prints A for the last txn.
+    verify     opens the file, prints HAVE, waits for the upload, prints A for the last txn;
+               with --settle, then waits for the download and prints HAVE again.
     bootstrap  opens a file subscribed to the Items of --query (download_before_open "never"),
                prints the bootstrap's progress, waits for the subscriptions, prints HAVE.
 """
@@ -27,6 +30,7 @@ the realm file `client.realm`, so that a second process resumes the same user an
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -67,9 +71,12 @@ def rows(txn: int, per_txn: int, payload: int):
 
 def have(realm: atoll.Realm) -> dict:
     txns: dict = {}
+    fields = []
     for item in realm.objects("Item"):
         txns[item["txn"]] = txns.get(item["txn"], 0) + 1
-    return {"txns": txns, "count": sum(txns.values())}
+        fields.append([item["_id"], item["txn"], item["n"], item["payload"]])
+    digest = hashlib.sha256(json.dumps(sorted(fields)).encode()).hexdigest()
+    return {"txns": txns, "count": sum(txns.values()), "digest": digest}
 
 
 def wait_upload(realm: atoll.Realm, deadline: float) -> None:
@@ -95,10 +102,12 @@ def main() -> int:
     parser.add_argument("--ack", action="store_true")
     parser.add_argument("--query", default="TRUEPREDICATE")
     parser.add_argument("--upload-timeout", type=float, default=60)
+    parser.add_argument("--settle", action="store_true")
     args = parser.parse_args()
 
     args.dir.mkdir(parents=True, exist_ok=True)
     app, user = login(args.url, args.dir)
+    say("U", user.id)
     token = app.on_error(on_error)
     path = args.dir / "client.realm"
 
@@ -126,6 +135,10 @@ def main() -> int:
         say("HAVE", json.dumps(have(realm)))
         wait_upload(realm, time.monotonic() + args.upload_timeout)
         say("A", "all")
+        if args.settle:
+            realm.sync_session.wait_for_download(timeout=args.upload_timeout)
+            realm.refresh()
+            say("HAVE", json.dumps(have(realm)))
         realm.close()
         token.cancel()
         say("DONE")

@@ -17,8 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -26,7 +24,11 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bindings" / "python" / "src"))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
 os.environ.setdefault("ATOLL_LIBRARY", str(REPO_ROOT / ".build" / "release" / "libatoll.so"))
+
+# The tests import http_json from here.
+from helpers import http_json  # noqa: E402
 
 SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
 SUBPROTOCOL = "atoll-sync.1"
@@ -118,23 +120,6 @@ def start_server(directory: Path, config: Optional[Dict[str, Any]] = None,
 
 
 # MARK: - HTTP
-
-def http_json(method: str, url: str, body: Optional[Any] = None, token: Optional[str] = None,
-              raw: Optional[bytes] = None) -> Tuple[int, Any]:
-    """(status, decoded JSON body or None); HTTP errors are answers, not exceptions."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    if token is not None:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=15) as resp:
-            status, text = resp.status, resp.read().decode()
-    except urllib.error.HTTPError as e:
-        status, text = e.code, e.read().decode()
-    return status, (json.loads(text) if text else None)
-
 
 def login_anonymous(server: Server, app_id: str) -> Dict[str, Any]:
     status, body = http_json("POST", f"{server.api(app_id)}/auth/providers/anon-user/login", {})
