@@ -11,7 +11,8 @@
 #                (tests/postgres/cluster.py: 127.0.0.1, a free port, in a temporary directory),
 #                exports its URL as ATOLL_TEST_POSTGRES to every suite, and removes it at the end,
 #                whatever failed. Debian's own cluster on 5432, if the package started one, is
-#                neither used nor in the way.
+#                neither used nor in the way. The sync suites (Swift's and Python's) then run a
+#                second time with the servers' data in PostgreSQL (ATOLL_SYNC_STORE=postgres).
 #   make test-cluster   deps, build, then only that PostgreSQL cluster and tests/cluster
 #   make demo    deps, build, then runs the examples (C, Swift, Python) on realm files in a
 #                temporary directory, the atoll command on one of them, and the sync demo: an
@@ -57,6 +58,10 @@ PYTHON_TOOLS := pytest websockets playwright
 SYSTEM_PYTHON := $(if $(wildcard /usr/bin/python3),/usr/bin/python3,$(shell command -v python3))
 LIBATOLL := $(CURDIR)/.build/$(SWIFT_CONFIG)/libatoll.so
 PYTHON_TESTS := bindings/python/tests
+# The sync suites that run twice in `make test`: on SQLite, and with the servers' data in
+# PostgreSQL (docs/testing.md, "Several instances").
+PYTHON_SYNC_TESTS := bindings/python/tests/test_sync.py
+SYNC_SWIFT_SUITES := AtollSyncTests\.(SyncTests|ConvergenceTests)|AtollTests\.SyncTests
 # AtollNet against outside peers (Python's websockets, curl, raw sockets), through atoll-net-peer.
 NET_TESTS := tests/net
 ATOLL_NET_PEER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-net-peer
@@ -151,11 +156,16 @@ test: deps build
 	$(WITH_POSTGRES); \
 	echo "== swift test"; \
 	$(SWIFT) test || failed="$$failed swift-test"; \
+	echo "== swift test: the sync suites again, the servers' data in PostgreSQL (ATOLL_SYNC_STORE=postgres)"; \
+	ATOLL_SYNC_STORE=postgres $(SWIFT) test --skip-build --filter '$(SYNC_SWIFT_SUITES)' || failed="$$failed swift-sync-postgres"; \
 	echo "== ctest ($(BUILD_DIR))"; \
 	(cd $(BUILD_DIR) && ATOLL_SERVER=$(ATOLL_SERVER) ctest --output-on-failure -j $(JOBS)) || failed="$$failed ctest"; \
 	echo "== pytest $(PYTHON_TESTS) $(CLI_TESTS) (ATOLL_LIBRARY=$(LIBATOLL), ATOLL_CLI=$(ATOLL_CLI))"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_CLI=$(ATOLL_CLI) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(PYTHON_TESTS) $(CLI_TESTS) \
 	    || failed="$$failed pytest"; \
+	echo "== pytest $(PYTHON_SYNC_TESTS) again, the server's data in PostgreSQL (ATOLL_SYNC_STORE=postgres)"; \
+	ATOLL_SYNC_STORE=postgres ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(PYTHON_SYNC_TESTS) \
+	    || failed="$$failed pytest-sync-postgres"; \
 	echo "== pytest $(NET_TESTS) (ATOLL_NET_PEER=$(ATOLL_NET_PEER))"; \
 	ATOLL_NET_PEER=$(ATOLL_NET_PEER) $(VENV)/bin/pytest -q $(NET_TESTS) || failed="$$failed net-tests"; \
 	echo "== pytest $(ADMIN_TESTS) (screenshots in $(ADMIN_SCREENSHOTS))"; \

@@ -16,6 +16,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -29,6 +30,13 @@ from atoll import _ffi
 from conftest import REPO_ROOT, run_python, run_raw
 
 SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
+
+# `make test` runs this file a second time with the servers' data in PostgreSQL
+# (ATOLL_SYNC_STORE=postgres, ATOLL_TEST_POSTGRES=URL of a throwaway cluster): each server gets a
+# new database.
+SYNC_ON_POSTGRES = os.environ.get("ATOLL_SYNC_STORE") == "postgres"
+sys.path.insert(0, str(REPO_ROOT / "tests" / "postgres"))
+import cluster as pg_cluster  # noqa: E402  (tests/postgres/cluster.py)
 
 TASK = {"name": "Task", "primaryKey": "_id",
         "properties": {"_id": "string", "name": "string", "priority": "int",
@@ -51,7 +59,9 @@ RULES_CONFIG = {"apps": [
 class Server:
     """A running atoll-server."""
 
-    def __init__(self, proc: subprocess.Popen, url: str, stderr_path: Path) -> None:
+    def __init__(self, proc: subprocess.Popen, url: str, stderr_path: Path,
+                 database: Optional[str] = None) -> None:
+        self.database = database
         self.proc = proc
         self.url = url
         self.stderr_path = stderr_path
@@ -77,10 +87,20 @@ class Server:
             self.proc.stdout.close()
 
 
-def start_server(tmp_path: Path, config: Optional[Dict[str, Any]] = None) -> Server:
+def start_server(tmp_path: Path, config: Optional[Dict[str, Any]] = None,
+                 database: Optional[str] = None) -> Server:
+    """`database`: on PostgreSQL, the database of an earlier server (default: a new one)."""
     if not SERVER.is_file() or not os.access(SERVER, os.X_OK):
         pytest.fail(f"atoll-server not found at {SERVER}: build it (`swift build -c release`) "
                     "or set ATOLL_SERVER to its path", pytrace=False)
+    if SYNC_ON_POSTGRES:
+        base = os.environ.get("ATOLL_TEST_POSTGRES")
+        if not base:
+            pytest.fail("ATOLL_SYNC_STORE=postgres needs ATOLL_TEST_POSTGRES (make test sets both)",
+                        pytrace=False)
+        database = database or pg_cluster.fresh_database(base)
+        config = dict(config or {})
+        config["store"] = {"postgres": database}
     data = tmp_path / "server-data"
     args = [str(SERVER), "--port", "0", "--data", str(data), "--log-level", "warning"]
     if config is not None:
@@ -100,7 +120,7 @@ def start_server(tmp_path: Path, config: Optional[Dict[str, Any]] = None) -> Ser
         pytest.fail(f"atoll-server did not start (first line {line!r}, exit code "
                     f"{proc.returncode}):\n{stderr_path.read_text(errors='replace')}",
                     pytrace=False)
-    return Server(proc, m.group(1).rstrip("/"), stderr_path)
+    return Server(proc, m.group(1).rstrip("/"), stderr_path, database)
 
 
 @pytest.fixture
@@ -679,8 +699,15 @@ def test_client_reset_recovers_unsynced_changes(tmp_path: Path) -> None:
     finally:
         first.stop()
     # The server comes back without its data (its users kept): it does not know the file.
-    (tmp_path / "server-data" / "default" / "data.realm").unlink()
-    second = start_server(tmp_path)
+    if first.database is not None:
+        pg_cluster.psql(first.database, "DELETE FROM atoll_sync_history WHERE app = 'default'; "
+                        "DELETE FROM atoll_sync_objects WHERE app = 'default'; "
+                        "DELETE FROM atoll_sync_files WHERE app = 'default'; "
+                        "UPDATE atoll_sync_apps SET schema = NULL, schema_version = schema_version + 1 "
+                        "WHERE app = 'default'")
+    else:
+        (tmp_path / "server-data" / "default" / "data.realm").unlink()
+    second = start_server(tmp_path, database=first.database)
     try:
         app2 = new_app(second, tmp_path, "ann")           # the same users file, the new server
         kept = app2.current_user
