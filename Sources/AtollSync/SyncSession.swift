@@ -463,22 +463,61 @@ public final class SyncSession: @unchecked Sendable {
     }
 
     func pendingChangesets(after version: UInt64 = 0, maxBytes: Int = .max) throws -> [SyncChangeset] {
+        try readPending(after: version, maxBytes: maxBytes).changesets
+    }
+
+    /// The pending changesets as parsed, by local version, with the text they were parsed from:
+    /// every download needs all of them (`PendingIndex`), and parsing each again for every
+    /// download made a client with many unacknowledged commits slower and slower (quadratic).
+    /// A cached changeset is used only while its stored text is the same.
+    private var parsedPending: [UInt64: (text: String, changeset: SyncChangeset)] = [:]
+    /// The index of the pending changesets of the last download, while they stay the same.
+    private var pendingIndexCache: (versions: [UInt64], index: PendingIndex)?
+
+    /// The pending changesets after `version` (up to about `maxBytes`), their versions, and
+    /// whether every one was parsed before.
+    private func readPending(after version: UInt64, maxBytes: Int) throws -> (changesets: [SyncChangeset], versions: [UInt64], cached: Bool) {
         try store.withMetadata { sql in
             var out = [SyncChangeset]()
+            var versions = [UInt64]()
+            var cached = true
             var bytes = 0
-            for row in try sql.rows("SELECT changeset, bytes FROM _atoll_sync_pending WHERE version > ? ORDER BY version", [.int(Int64(version))]) {
-                guard case .string(let text) = row[0] else { continue }
-                if !out.isEmpty, bytes + (row[1].intValue.map(Int.init) ?? 0) > maxBytes { break }
-                bytes += row[1].intValue.map(Int.init) ?? 0
+            for row in try sql.rows("SELECT version, changeset, bytes FROM _atoll_sync_pending WHERE version > ? ORDER BY version", [.int(Int64(version))]) {
+                guard case .int(let v) = row[0], case .string(let text) = row[1] else { continue }
+                if !out.isEmpty, bytes + (row[2].intValue.map(Int.init) ?? 0) > maxBytes { break }
+                bytes += row[2].intValue.map(Int.init) ?? 0
+                versions.append(UInt64(v))
+                if let known = parsedPending[UInt64(v)], known.text == text {
+                    out.append(known.changeset)
+                    continue
+                }
+                cached = false
                 var whole: SyncChangeset?
                 for part in Self.lines(text) {
                     let cs = try SyncChangeset(wire: try EJSON.parse(part))
                     if whole == nil { whole = cs } else { whole?.instructions += cs.instructions }
                 }
-                if let whole { out.append(whole) }
+                if let whole {
+                    out.append(whole)
+                    parsedPending[UInt64(v)] = (text, whole)
+                }
             }
-            return out
+            if version == 0, maxBytes == .max {
+                // Everything pending was read: forget what was acknowledged or reset since.
+                let live = Set(versions)
+                parsedPending = parsedPending.filter { live.contains($0.key) }
+            }
+            return (out, versions, cached)
         }
+    }
+
+    /// The index of everything pending (built again only when the pending changesets changed).
+    private func pendingIndex() throws -> PendingIndex {
+        let pending = try readPending(after: 0, maxBytes: .max)
+        if pending.cached, let known = pendingIndexCache, known.versions == pending.versions { return known.index }
+        let index = PendingIndex(pending.changesets)
+        pendingIndexCache = (pending.versions, index)
+        return index
     }
 
     /// Sends the pending changesets the server has not been sent on this connection.
@@ -638,7 +677,7 @@ public final class SyncSession: @unchecked Sendable {
         try store.write {
             try store.withMetadata { sql in
                 try translateLocal(sql)
-                let pending = PendingIndex(try pendingChangesets())
+                let pending = try pendingIndex()
                 let applier = Applier(store: store, sql: sql, pending: pending)
                 for (_, c) in instructions where c != .zero { clock.observe(c) }
                 try applier.applyAll(instructions)
