@@ -38,7 +38,9 @@ struct ConvergenceModel {
 /// end every replica and the server hold the same data, and it is what `ConvergenceModel` says.
 ///
 /// Environment: `ATOLL_CONVERGENCE_SEED` (default 1), `ATOLL_CONVERGENCE_CLIENTS` (5),
-/// `ATOLL_CONVERGENCE_OPS` (300), `ATOLL_CONVERGENCE_RESTARTS` (2). The seed fixes the
+/// `ATOLL_CONVERGENCE_OPS` (300), `ATOLL_CONVERGENCE_RESTARTS` (2), and with
+/// `ATOLL_SYNC_STORE=postgres` `ATOLL_CONVERGENCE_INSTANCES` (3: instances on one database, the
+/// clients spread over them, restarts taking one instance at a time). The seed fixes the
 /// operations and the fault schedule; thread timing is the machine's, so a failure names its
 /// seed and is re-run with it.
 final class ConvergenceTests: XCTestCase {
@@ -48,37 +50,63 @@ final class ConvergenceTests: XCTestCase {
      {"name": "Info", "embedded": true, "properties": {"city": "string?", "zip": "int"}}]
     """
 
+    /// The server: one instance, or on PostgreSQL several sharing one database (clients spread
+    /// over them, restarts one instance at a time).
     final class Server {
         let directory: String
         var configuration = ServerConfiguration()
-        var server: SyncServer
+        private(set) var instances: [SyncServer] = []
+        private var ports: [Int] = []
+        private var restarted = 0
 
-        init(directory: String) throws {
+        init(directory: String, instances count: Int) throws {
             self.directory = directory
             configuration.port = 0
-            configuration.dataDirectory = directory + "/server"
             configuration.logLevel = .error
             configuration.postgresURL = try TestPostgres.syncStoreURL()
-            server = try SyncServer(configuration: configuration)
-            try server.start()
-            configuration.port = server.port
+            for i in 0..<count {
+                let s = try SyncServer(configuration: configuration(i, port: 0))
+                try s.start()
+                instances.append(s)
+                ports.append(s.port)
+            }
         }
 
+        /// Instance `i`'s configuration: its own data directory (on PostgreSQL, its cache).
+        private func configuration(_ i: Int, port: Int) -> ServerConfiguration {
+            var c = configuration
+            c.port = port
+            c.dataDirectory = directory + (i == 0 ? "/server" : "/server-\(i)")
+            return c
+        }
+
+        /// The instance client `n` talks to.
+        func url(for n: Int) -> String { instances[n % instances.count].url }
+
         func stop() {
-            let s = server
+            for s in instances {
+                let done = DispatchSemaphore(value: 0)
+                Task {
+                    await s.shutdown()
+                    done.signal()
+                }
+                done.wait()
+            }
+        }
+
+        /// Stops one instance (each in turn) and starts it again on the same port and data.
+        func restart() throws {
+            let i = restarted % instances.count
+            restarted += 1
+            let old = instances[i]
             let done = DispatchSemaphore(value: 0)
             Task {
-                await s.shutdown()
+                await old.shutdown()
                 done.signal()
             }
             done.wait()
-        }
-
-        /// Stops and starts again on the same port and data.
-        func restart() throws {
-            stop()
-            server = try SyncServer(configuration: configuration)
-            try server.start()
+            instances[i] = try SyncServer(configuration: configuration(i, port: ports[i]))
+            try instances[i].start()
         }
     }
 
@@ -95,13 +123,15 @@ final class ConvergenceTests: XCTestCase {
         let clientCount = max(2, Int(env["ATOLL_CONVERGENCE_CLIENTS"] ?? "") ?? 5)
         let operations = max(10, Int(env["ATOLL_CONVERGENCE_OPS"] ?? "") ?? 300)
         let restarts = max(0, Int(env["ATOLL_CONVERGENCE_RESTARTS"] ?? "") ?? 2)
-        print("convergence: seed \(seed), \(clientCount) clients, \(operations) operations, \(restarts) server restarts")
+        // On PostgreSQL, three instances by default: concurrent integration on several of them.
+        let instanceCount = TestPostgres.syncOnPostgres ? max(1, Int(env["ATOLL_CONVERGENCE_INSTANCES"] ?? "") ?? 3) : 1
+        print("convergence: seed \(seed), \(clientCount) clients, \(operations) operations, \(restarts) server restarts, \(instanceCount) instance(s)")
         var random = SplitMix64(seed: seed)
 
         let directory = NSTemporaryDirectory() + "atoll-convergence-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try Server(directory: directory)
+        let server = try Server(directory: directory, instances: instanceCount)
         defer { server.stop() }
         let schema = try {
             let json = try EJSON.load(Self.schemaJSON)
@@ -111,7 +141,7 @@ final class ConvergenceTests: XCTestCase {
 
         var clients = [Client]()
         for i in 0..<clientCount {
-            let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.server.url,
+            let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.url(for: i),
                                                               metadataDirectory: directory + "/app\(i)", connectTimeout: 5))
             let user = try runToCompletion { try await app.login(.anonymous) }
             var sync = SyncConfiguration(mode: .flexible)
@@ -286,7 +316,7 @@ final class ConvergenceTests: XCTestCase {
         // Every replica and the server hold the same data...
         // On PostgreSQL, the server's data is what a new instance reads from the database: its
         // cache, made at start.
-        var serverFile = server.configuration.dataDirectory + "/default/data.realm"
+        var serverFile = server.directory + "/server/default/data.realm"
         if server.configuration.postgresURL != nil {
             var other = server.configuration
             other.port = 0
@@ -342,7 +372,7 @@ final class ConvergenceTests: XCTestCase {
         }
         for (key, name) in model.lastName { check(objects[key]?["name"] == .string(name), "\(key): the newest write wins") }
         stressReport(suite: "convergence", rounds: 1, operations: operations, faults: faults, lost: violations,
-                     figures: "seed \(seed), \(clientCount) clients, \(objects.count) objects, \(restarts) server restarts")
+                     figures: "seed \(seed), \(clientCount) clients, \(objects.count) objects, \(restarts) server restarts, \(instanceCount) instance(s)")
         print("convergence: seed \(seed): \(clientCount) replicas and the server checked on \(objects.count) objects; \(faults) faults injected")
     }
 
