@@ -19,8 +19,9 @@
 #                atoll-server with a C, a Python and a Swift host as three users
 #   make stress  the proofs at full size (convergence, triples, faults, fuzzing, hostile clients,
 #                load) and their summary table (docs/testing.md)
-#   make bench   deps, then bench/run (storage), bench/net/run (network), bench/sync (sync);
-#                make bench-net, make bench-sync: one of them
+#   make bench   deps, then bench/run (storage), bench/net/run (network), bench/sync (sync),
+#                bench/cluster (PostgreSQL, 1-3 instances); make bench-net, make bench-sync,
+#                make bench-cluster: one of them
 #   make memcheck-net   tests/net with the servers under valgrind
 #   make fuzz    the fuzz targets (tests/fuzz: objects, rql, sync, http) built with libFuzzer into
 #                .build-fuzz, each run FUZZ_SECONDS (default 20); fails on any crash (docs/testing.md)
@@ -114,7 +115,7 @@ FUZZ_CC ?= $(dir $(realpath $(shell command -v $(SWIFT))))clang
 FUZZ_SWIFT_FLAGS := -c release --scratch-path $(FUZZ_SCRATCH) -Xswiftc -sanitize=fuzzer -Xswiftc -DATOLL_LIBFUZZER
 
 .PHONY: deps build test test-cluster demo bench bench-net bench-sync memcheck-net install clean \
-    distclean fuzz fuzz-build stress
+    distclean fuzz fuzz-build stress bench-cluster
 
 deps:
 	@missing=""; \
@@ -219,12 +220,23 @@ bench: deps
 	ATOLL_LIBRARY=$(LIBATOLL) SWIFT_CONFIG=$(SWIFT_CONFIG) ./bench/run
 	./bench/net/run
 	$(MAKE) bench-sync
+	$(MAKE) bench-cluster
 
 # The sync benchmark alone (bench/sync: commit-to-observer latency, upload and fan-out
 # throughput, bootstrap), 3 runs; BENCH_SYNC_N objects (default 100,000).
 bench-sync: deps
 	$(SWIFT) build -c release --product atoll-sync-bench
 	for i in 1 2 3; do .build/release/atoll-sync-bench; done
+
+# The PostgreSQL cluster benchmark alone (bench/cluster: one instance on SQLite against 1, 2 and 3
+# instances on one PostgreSQL database: write throughput and propagation between instances),
+# 3 runs, on a throwaway PostgreSQL cluster started for it.
+bench-cluster: deps
+	$(SWIFT) build -c release --product atoll-cluster-bench
+	@failed=""; \
+	$(WITH_POSTGRES); \
+	[ -n "$$ATOLL_TEST_POSTGRES" ] || exit 1; \
+	for i in 1 2 3; do BENCH_POSTGRES=$$ATOLL_TEST_POSTGRES .build/release/atoll-cluster-bench || exit 1; done
 
 # The proofs at full size (docs/testing.md): each suite appends a row to STRESS_REPORT and
 # tests/stress/summary.py prints the table (rounds, operations, faults injected, data lost,
