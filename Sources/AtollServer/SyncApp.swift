@@ -114,8 +114,12 @@ package final class SyncApp: @unchecked Sendable {
         return try Store(Configuration(path: path))
     }
 
+    /// Set by `close` (on the queue): a catch-up the listener queued after it does nothing.
+    private var isClosed = false
+
     package func close() {
         queue.sync {
+            isClosed = true
             store.close()
             storage.close()
         }
@@ -383,6 +387,7 @@ package final class SyncApp: @unchecked Sendable {
     /// Catches up with a shared storage (the listener's call, on the queue); a failure is logged
     /// and the next call tries again.
     func catchUpQuietly() {
+        guard !isClosed else { return }
         do { try storage.catchUp(self) } catch {
             log.warning("catching up with the shared storage failed", ["app": configuration.id, "error": "\(error)"])
         }

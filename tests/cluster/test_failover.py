@@ -218,3 +218,23 @@ def test_a_user_of_one_instance_is_a_user_of_every_instance(
     assert_stored_in_postgres(database)
     wait_until(lambda: c.count("_id == $0", "ada") == 1, 15,
                f"{c.name} to find the Item written on {b.name}")
+
+
+# MARK: - Admin
+
+def test_a_user_disabled_through_one_instance_is_disconnected_from_another(
+        tmp_path: Path, instances: List[Instance]) -> None:
+    a, b, _ = instances
+    on_b = open_on(b, tmp_path / "client-b")
+    try:
+        user = on_b.sync_session.user.id
+        wait_until(lambda: b.connections().get(user), 10, f"the client in {b.name}'s admin API")
+        answer = a.admin("POST", f"/apps/{APP}/users/{user}/disable")
+        assert answer["disabled"] is True and answer["closedConnections"] == 0, answer
+        # B hears of it (NOTIFY) and closes the connection; the client's reconnect is refused.
+        wait_until(lambda: user not in b.connections(), 10,
+                   f"{b.name} to close the connection of the user disabled through {a.name}")
+        time.sleep(1)
+        assert user not in b.connections(), f"{b.name} let the disabled user connect again"
+    finally:
+        on_b.close()

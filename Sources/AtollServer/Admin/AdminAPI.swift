@@ -233,6 +233,11 @@ final class AdminAPI: Sendable {
         if disabled {
             let sync = try app(r)
             closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
+            // Instances sharing the storage close theirs too (the user is disabled in the
+            // database already: a failure here leaves their open connections until they end).
+            do { try sync.queue.sync { try sync.storage.announceDisabled(user: user) } } catch {
+                sync.log.warning("other instances were not told of a disabled user", ["user": user, "error": "\(error)"])
+            }
         }
         return .doc(["user": .string(user), "disabled": .bool(disabled), "closedConnections": .int(Int64(closed))])
     }

@@ -61,10 +61,17 @@ final class PostgresSyncStorage: SyncStorage {
         }
     }
 
-    func close() { db.close() }
+    /// Set by `close`: the storage does not connect again after it.
+    private var closed = false
+
+    func close() {
+        closed = true
+        db.close()
+    }
 
     /// Runs `body` on the connection, reconnecting first when the server went away.
     private func connected<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        guard !closed else { throw AtollError(.file, "the app's PostgreSQL storage is closed") }
         if !db.isOpen { db = try PostgresConnection(url: url) }
         return try body(db)
     }
@@ -221,6 +228,12 @@ final class PostgresSyncStorage: SyncStorage {
         }
     }
 
+    /// The notification's payload: `APP` for new versions, `APP disabled USER` for a user whose
+    /// connections every instance closes.
+    func announceDisabled(user: String) throws {
+        try connected { db in _ = try db.execute("SELECT pg_notify($1, $2)", [Self.channel, appId + " disabled " + user]) }
+    }
+
     func saveSchema(_ app: SyncApp, _ schema: Schema) throws {
         try connected { db in
             try db.transaction {
@@ -293,7 +306,17 @@ final class PostgresListener: @unchecked Sendable {
                     if idle >= 2 { idle = 0; catchUp(apps.keys) }
                 } else {
                     idle = 0
-                    catchUp(Set(notes.map(\.payload)))
+                    var versions = Set<String>()
+                    for note in notes {
+                        let parts = note.payload.split(separator: " ", maxSplits: 2).map(String.init)
+                        if parts.count == 3, parts[1] == "disabled", let app = apps[parts[0]] {
+                            let user = parts[2]
+                            app.queue.async { _ = app.closeConnections(ofUser: user) }
+                        } else {
+                            versions.insert(note.payload)
+                        }
+                    }
+                    catchUp(versions)
                 }
             } catch {
                 log.warning("PostgreSQL notifications: reconnecting", ["error": "\(error)"])

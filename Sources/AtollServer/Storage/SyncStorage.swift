@@ -69,6 +69,9 @@ protocol SyncStorage: AnyObject {
     /// Keeps a schema the app adopted (development mode), for the other instances.
     func saveSchema(_ app: SyncApp, _ schema: Schema) throws
 
+    /// Tells the other instances that a user was disabled, so that they close its connections.
+    func announceDisabled(user: String) throws
+
     func close()
 }
 
@@ -141,6 +144,8 @@ final class LocalSyncStorage: SyncStorage {
     func catchUp(_ app: SyncApp) throws {}
 
     func saveSchema(_ app: SyncApp, _ schema: Schema) throws {}
+
+    func announceDisabled(user: String) throws {}
 
     func close() {}
 }
