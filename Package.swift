@@ -78,9 +78,9 @@ let package = Package(
         // The network load benchmark (bench/README.md): drives atoll-net-peer over loopback.
         .executableTarget(name: "atoll-net-bench", dependencies: ["AtollNet"], path: "bench/net", exclude: ["run"]),
         // The sync benchmark (bench/README.md, "Sync"): server and clients over loopback.
-        .executableTarget(name: "atoll-sync-bench", dependencies: ["AtollServer", "AtollSync", "AtollProtocol", "AtollStore", "CSQLite"], path: "bench/sync"),
+        .executableTarget(name: "atoll-sync-bench", dependencies: ["AtollBenchSupport", "AtollServer", "AtollSync", "AtollProtocol", "AtollStore", "CSQLite"], path: "bench/sync"),
         // The PostgreSQL cluster benchmark (bench/README.md, "Cluster"): 1, 2, 3 instances on one database.
-        .executableTarget(name: "atoll-cluster-bench", dependencies: ["AtollServer", "AtollSync", "AtollProtocol", "AtollStore", "AtollPostgres"],
+        .executableTarget(name: "atoll-cluster-bench", dependencies: ["AtollBenchSupport", "AtollServer", "AtollSync", "AtollProtocol", "AtollStore", "AtollPostgres"],
                           path: "bench/cluster"),
         .executableTarget(name: "atoll-bench", dependencies: ["AtollStore", "CSQLite", "AtollBenchSupport"], path: "bench/swift"),
         // The benchmark's typed-API contender (bench/README.md): the same workloads through Atoll.

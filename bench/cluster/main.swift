@@ -1,3 +1,4 @@
+import AtollBenchSupport
 import AtollPostgres
 import AtollProtocol
 import AtollServer
@@ -23,12 +24,7 @@ let size = Int(env["BENCH_CLUSTER_SIZE"] ?? "") ?? 50
 let samples = Int(env["BENCH_CLUSTER_SAMPLES"] ?? "") ?? 100
 let configurations = (env["BENCH_CLUSTER_CONFIGS"] ?? "sqlite,pg1,pg2,pg3").split(separator: ",").map(String.init)
 
-func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
-func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("atoll-cluster-bench: \(message)\n".utf8))
-    exit(1)
-}
 
 let schema = Schema([ObjectSchema(name: "Item", primaryKey: "_id", properties: [
     Property(name: "_id", type: .int), Property(name: "name", type: .string), Property(name: "age", type: .int),

@@ -1,4 +1,4 @@
-// What the Swift benchmark programs (bench/swift, bench/typed) share: the clock, the output
+// What the Swift benchmark programs (bench/swift, bench/typed, bench/sync, bench/cluster) share: the clock, the output
 // lines bench/run parses, failing a run, and the benchmark's seeded random keys.
 import Foundation
 

@@ -1,3 +1,4 @@
+import AtollBenchSupport
 import AtollProtocol
 import AtollServer
 import AtollStore
@@ -15,12 +16,7 @@ import Foundation
 let n = Int(ProcessInfo.processInfo.environment["BENCH_SYNC_N"] ?? "") ?? 100_000
 let samples = Int(ProcessInfo.processInfo.environment["BENCH_SYNC_SAMPLES"] ?? "") ?? 300
 
-func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
-func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("atoll-sync-bench: \(message)\n".utf8))
-    exit(1)
-}
 
 let schema = Schema([ObjectSchema(name: "Item", primaryKey: "_id", properties: [
     Property(name: "_id", type: .int), Property(name: "name", type: .string), Property(name: "age", type: .int),
