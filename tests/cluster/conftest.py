@@ -91,6 +91,18 @@ def assert_stored_in_postgres(database: str) -> None:
                    "kept its own SQLite data)")
 
 
+def assert_history_gapless(database: str) -> int:
+    """The history in the database is versions 1...n, each once; returns n."""
+    count, first, last = (int(x) for x in pg.psql(
+        database, "SELECT count(*), coalesce(min(version), 1), coalesce(max(version), 0) "
+                  f"FROM atoll_sync_history WHERE app = '{APP}'").replace("|", " ").split())
+    assert count > 0, "no history in the database after the writes"
+    assert (first, last) == (1, count), (
+        f"the history has {count} versions from {first} to {last}: "
+        "versions were skipped or taken twice")
+    return count
+
+
 # MARK: - Instances
 
 class Instance(Server):

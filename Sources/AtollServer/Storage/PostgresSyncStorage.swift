@@ -292,12 +292,16 @@ final class PostgresListener: @unchecked Sendable {
     private func run() {
         var connection: PostgresConnection?
         var idle = 0.0
+        // Between attempts to connect again: 0.5 s, doubling up to 8 s while the database is away.
+        var backoff = 0.5
         while !shouldStop {
             do {
                 if connection == nil || connection?.isOpen == false {
                     let c = try PostgresConnection(url: url)
                     try c.execute("LISTEN \(PostgresSyncStorage.channel)")
                     connection = c
+                    if backoff > 0.5 { log.info("PostgreSQL notifications: connected again") }
+                    backoff = 0.5
                     catchUp(apps.keys)
                 }
                 let notes = try connection?.notifications(waiting: 0.5) ?? []
@@ -319,9 +323,15 @@ final class PostgresListener: @unchecked Sendable {
                     catchUp(versions)
                 }
             } catch {
-                log.warning("PostgreSQL notifications: reconnecting", ["error": "\(error)"])
+                if backoff == 0.5 { log.warning("PostgreSQL notifications: reconnecting", ["error": "\(error)"]) }
                 connection = nil
-                Thread.sleep(forTimeInterval: 0.5)
+                // Sliced, so that a stop is not held up by a long wait.
+                var waited = 0.0
+                while waited < backoff, !shouldStop {
+                    Thread.sleep(forTimeInterval: 0.1)
+                    waited += 0.1
+                }
+                backoff = min(backoff * 2, 8)
             }
         }
         connection?.close()
