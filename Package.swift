@@ -59,7 +59,7 @@ let package = Package(
         // With AtollServer and AtollPostgres for the PostgreSQL storage (ATOLL_TEST_POSTGRES).
         .testTarget(name: "AtollAuthTests", dependencies: ["AtollAuth", "AtollNet", "AtollJSON", "AtollStore", "AtollServer", "AtollPostgres"]),
         .testTarget(name: "AtollSyncTests", dependencies: ["AtollSync", "AtollServer", "AtollProtocol", "AtollNet", "AtollAuth",
-                                                            "AtollStore", "AtollJSON", "AtollTestSupport", "CJansson"]),
+                                                            "AtollStore", "AtollJSON", "AtollTestSupport", "CJansson", "AtollPostgres"]),
         .testTarget(name: "AtollJSONTests", dependencies: ["AtollJSON", "AtollStore", "AtollTestSupport"]),
         // The `atoll` command (docs/cli.md). Its product is named atoll-cli because the library
         // product is named atoll; `make install` installs it as bin/atoll, beside lib/, where the

@@ -74,8 +74,8 @@ package final class SyncApp: @unchecked Sendable {
     var schema: Schema { store.schema }
 
     /// Opens the app's store in `directory`. With a shared storage (PostgreSQL) the store is this
-    /// instance's cache, `cache.realm`, made again from the storage at every start; otherwise it
-    /// is the app's data, `data.realm`.
+    /// instance's cache, `cache.realm`, brought up to date from the storage at start; otherwise
+    /// it is the app's data, `data.realm`.
     package convenience init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
         try self.init(configuration: configuration, directory: directory, log: log, metrics: metrics, storage: LocalSyncStorage())
     }
@@ -87,12 +87,7 @@ package final class SyncApp: @unchecked Sendable {
         self.storage = storage
         queue = DispatchQueue(label: "atoll.sync.\(configuration.id)")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        if storage is LocalSyncStorage {
-            path = directory + "/data.realm"
-        } else {
-            path = directory + "/cache.realm"
-            for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        }
+        path = directory + (storage is LocalSyncStorage ? "/data.realm" : "/cache.realm")
         store = try Self.open(path: path, schema: configuration.schema)
         try ServerTables.create(store)
         latestVersion = try storage.open(self)
@@ -374,8 +369,12 @@ package final class SyncApp: @unchecked Sendable {
 
     /// Writes what a shared storage has beyond this store's latest version into the store, then
     /// sends each of those versions to the sessions as if it had been integrated here.
-    func applyStored(_ objects: [CachedObject], entries: [HistoryEntry], latest: UInt64) throws {
-        try store.write { try CachedObject.apply(objects, to: store) }
+    /// `record` runs in the same transaction (the storage notes what the store now holds).
+    func applyStored(_ objects: [CachedObject], entries: [HistoryEntry], latest: UInt64, record: () throws -> Void) throws {
+        try store.write {
+            try CachedObject.apply(objects, to: store)
+            try record()
+        }
         for e in entries {
             latestVersion = e.version
             let effects = try EncodedEffects(changeset: e.changeset)

@@ -27,7 +27,12 @@ final class SyncHarness: @unchecked Sendable {
         return (try? SchemaJSON.schema(json)) ?? Schema()
     }
 
-    init(config: String? = nil, authHooks: (@Sendable (inout AuthConfigurationProxy) -> Void)? = nil) throws {
+    private let stopped = NSLock()
+    private var isStopped = false
+
+    /// `postgresURL`: the PostgreSQL database to keep the server's data in (default: a new one in
+    /// a run on PostgreSQL, none on SQLite).
+    init(config: String? = nil, postgresURL: String? = nil, authHooks: (@Sendable (inout AuthConfigurationProxy) -> Void)? = nil) throws {
         directory = NSTemporaryDirectory() + "atoll-sync-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var configuration = ServerConfiguration()
@@ -39,12 +44,18 @@ final class SyncHarness: @unchecked Sendable {
         configuration.port = 0
         configuration.dataDirectory = directory + "/server"
         configuration.logLevel = .error
-        configuration.postgresURL = try TestPostgres.syncStoreURL()
+        configuration.postgresURL = try postgresURL ?? TestPostgres.syncStoreURL()
         server = try SyncServer(configuration: configuration)
         try server.start()
     }
 
-    deinit {
+    /// Shuts the server down (once); the directory stays until the harness goes.
+    func stopServer() {
+        let first = stopped.withLock { () -> Bool in
+            defer { isStopped = true }
+            return !isStopped
+        }
+        guard first else { return }
         let server = self.server
         let done = DispatchSemaphore(value: 0)
         Task {
@@ -52,6 +63,10 @@ final class SyncHarness: @unchecked Sendable {
             done.signal()
         }
         done.wait()
+    }
+
+    deinit {
+        stopServer()
         try? FileManager.default.removeItem(atPath: directory)
     }
 

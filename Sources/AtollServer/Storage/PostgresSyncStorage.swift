@@ -27,11 +27,14 @@ final class PostgresSyncStorage: SyncStorage {
     private var db: PostgresConnection
     /// The schema version (in `atoll_sync_apps`) this instance's store has.
     private var schemaVersion: Int64 = -1
+    /// The app's `epoch` in the database: a random text made with its row, kept in the cache.
+    private var epoch = ""
 
     static let channel = "atoll_sync"
 
     static let tables = [
         "CREATE TABLE IF NOT EXISTS atoll_sync_apps (app text PRIMARY KEY, schema text, schema_version bigint NOT NULL DEFAULT 0)",
+        "ALTER TABLE atoll_sync_apps ADD COLUMN IF NOT EXISTS epoch text",
         """
         CREATE TABLE IF NOT EXISTS atoll_sync_history (app text NOT NULL, version bigint NOT NULL, file bigint NOT NULL,
             client_version bigint NOT NULL, clock text NOT NULL, user_id text NOT NULL, at bigint NOT NULL,
@@ -58,6 +61,11 @@ final class PostgresSyncStorage: SyncStorage {
             try db.execute("SELECT pg_advisory_xact_lock(hashtext('atoll_sync_tables'))")
             for statement in Self.tables { try db.execute(statement) }
             try db.execute("INSERT INTO atoll_sync_apps (app) VALUES ($1) ON CONFLICT (app) DO NOTHING", [appId])
+            // The app's data in this database: a cache made from another database (or from this
+            // one before its app row was made again) is not kept.
+            try db.execute("UPDATE atoll_sync_apps SET epoch = md5(random()::text || clock_timestamp()::text) WHERE app = $1 AND epoch IS NULL",
+                           [appId])
+            epoch = try db.value("SELECT epoch FROM atoll_sync_apps WHERE app = $1", [appId]) ?? ""
         }
     }
 
@@ -78,9 +86,21 @@ final class PostgresSyncStorage: SyncStorage {
 
     // MARK: - Reading
 
+    /// Keeps the cache an earlier run left when it is this database's and not ahead of it (its
+    /// newest version has the same clock here); otherwise empties it. Then catches up.
     func open(_ app: SyncApp) throws -> UInt64 {
-        // The store is a new, empty cache: everything comes from the database.
+        let kept = try CacheState.read(app.store)
         app.latestVersion = 0
+        if let kept, kept.epoch == epoch, kept.version > 0 {
+            let clock = try connected { db in
+                try db.value("SELECT clock FROM atoll_sync_history WHERE app = $1 AND version = $2", [appId, String(kept.version)])
+            }
+            if clock == kept.clock { app.latestVersion = kept.version }
+        }
+        if app.latestVersion == 0, kept != nil {
+            app.log.info("the cache is not this database's or is ahead of it: made again", ["app": appId])
+            try CacheState.empty(app.store)
+        }
         try catchUp(app)
         return app.latestVersion
     }
@@ -161,7 +181,10 @@ final class PostgresSyncStorage: SyncStorage {
         let entries = app.sessionCount == 0 ? [] : try db.execute(
             "SELECT version, file, client_version, clock, user_id, changeset FROM atoll_sync_history WHERE app = $1 AND version > $2 ORDER BY version",
             [appId, since]).compactMap(Self.entry)
-        try app.applyStored(objects, entries: entries, latest: latest)
+        let clock = try db.value("SELECT clock FROM atoll_sync_history WHERE app = $1 AND version = $2", [appId, String(latest)]) ?? ""
+        try app.applyStored(objects, entries: entries, latest: latest) {
+            try CacheState(epoch: epoch, version: latest, clock: clock).write(app.store)
+        }
         return cursor
     }
 
@@ -189,6 +212,7 @@ final class PostgresSyncStorage: SyncStorage {
                                     String(Int64(Date().timeIntervalSince1970 * 1000)), e.changeset, Self.channel,
                                     String(commit.uploadCursor?.clientVersion ?? 0), String(commit.uploadCursor?.file ?? 0)])
                     try saveObjects(commit.touched, version: e.version, from: app.store, db)
+                    try CacheState(epoch: epoch, version: e.version, clock: e.clock.description).write(app.store)
                 } else if let u = commit.uploadCursor {
                     try db.execute("UPDATE atoll_sync_files SET upload_cursor = greatest(upload_cursor, $1) WHERE app = $2 AND ident = $3",
                                    [String(u.clientVersion), appId, String(u.file)])
@@ -247,6 +271,46 @@ final class PostgresSyncStorage: SyncStorage {
                                            [text, appId]).flatMap(Int64.init) else { throw AtollError(.file, "the app '\(appId)' has no row in atoll_sync_apps") }
                 schemaVersion = v
                 try db.execute("SELECT pg_notify($1, $2)", [Self.channel, appId])
+            }
+        }
+    }
+}
+
+/// What an instance's cache holds, kept in the cache itself (written in the same transactions as
+/// the objects): the database's app epoch, the newest version applied, and that version's clock.
+struct CacheState: Equatable {
+    var epoch: String
+    var version: UInt64
+    var clock: String
+
+    static let table = "CREATE TABLE IF NOT EXISTS _atoll_sync_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT"
+
+    static func read(_ store: Store) throws -> CacheState? {
+        try store.write { try store.withMetadata { sql in try sql.execute(table) } }
+        let rows = try store.withMetadata { sql in try sql.rows("SELECT key, value FROM _atoll_sync_cache") }
+        var values = [String: String]()
+        for row in rows { if case .string(let k) = row[0], case .string(let v) = row[1] { values[k] = v } }
+        guard let epoch = values["epoch"], let version = values["version"].flatMap(UInt64.init), let clock = values["clock"] else { return nil }
+        return CacheState(epoch: epoch, version: version, clock: clock)
+    }
+
+    /// Inside the store's write transaction.
+    func write(_ store: Store) throws {
+        try store.withMetadata { sql in
+            for (k, v) in [("epoch", epoch), ("version", String(version)), ("clock", clock)] {
+                try sql.execute("INSERT OR REPLACE INTO _atoll_sync_cache VALUES (?, ?)", [.string(k), .string(v)])
+            }
+        }
+    }
+
+    /// Deletes every object, its metadata and the state: the cache is made again from nothing.
+    static func empty(_ store: Store) throws {
+        try store.write {
+            for cls in store.schema.classes where !cls.isEmbedded {
+                _ = try store.objects(cls.name).deleteAll()
+            }
+            try store.withMetadata { sql in
+                for table in CachedObject.metadataTables + ["_atoll_sync_cache"] { try sql.execute("DELETE FROM \(table)") }
             }
         }
     }
