@@ -369,10 +369,17 @@ package final class SyncApp: @unchecked Sendable {
 
     /// Writes what a shared storage has beyond this store's latest version into the store, then
     /// sends each of those versions to the sessions as if it had been integrated here.
-    /// `record` runs in the same transaction (the storage notes what the store now holds).
-    func applyStored(_ objects: [CachedObject], entries: [HistoryEntry], latest: UInt64, record: () throws -> Void) throws {
+    /// `nextObjects` gives the objects in batches (nil after the last), each written in a
+    /// transaction of its own; the links and `record` (the storage notes what the store now
+    /// holds) come in the last.
+    func applyStored(_ nextObjects: () throws -> [CachedObject]?, entries: [HistoryEntry], latest: UInt64,
+                     record: () throws -> Void) throws {
+        var links = CachedObject.Links()
+        while let batch = try nextObjects() {
+            try store.write { links += try CachedObject.applyDocuments(batch, to: store) }
+        }
         try store.write {
-            try CachedObject.apply(objects, to: store)
+            try CachedObject.applyLinks(links, to: store)
             try record()
         }
         for e in entries {

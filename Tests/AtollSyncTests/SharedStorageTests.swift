@@ -1,6 +1,6 @@
 import AtollPostgres
 import AtollProtocol
-import AtollServer
+@testable import AtollServer
 import AtollStore
 import AtollSync
 import AtollTestSupport
@@ -38,6 +38,50 @@ final class SharedStorageTests: XCTestCase {
         // Another database (empty): nothing of the first may be served from the cache.
         XCTAssertEqual(try tasks(afterAStartOn: try TestPostgres.freshDatabase(), directory: directory), [],
                        "a cache made from another database was kept")
+    }
+
+    /// A new instance reads the app in batches, each written in a transaction of its own; links
+    /// between objects of different batches (and a cycle) arrive whole.
+    func testANewInstanceReadsLinkedObjectsInBatches() throws {
+        guard TestPostgres.syncOnPostgres else { throw XCTSkip("the servers' data is in SQLite in this run (ATOLL_SYNC_STORE=postgres runs it)") }
+        let url = try TestPostgres.freshDatabase()
+        let h = try SyncHarness(postgresURL: url)
+        let schema = Schema([ObjectSchema(name: "Person", primaryKey: "_id", properties: [
+            Property(name: "_id", type: .string), Property(name: "friend", type: .object, objectType: "Person", isOptional: true),
+        ])])
+        let app = try h.app("people")
+        let user = try runToCompletion { try await app.login(.anonymous) }
+        let (session, store) = try h.open(user, "people.realm", subscriptions: [QuerySubscription(name: "all", className: "Person")],
+                                          schema: schema)
+        try session.waitForInitialDownload(timeout: 10)
+        let names = (1...7).map { "p\($0)" }
+        try store.write {
+            for n in names { _ = try store.create("Person", ["_id": .string(n)]) }
+            // Each names the next; the last names the first.
+            for (i, n) in names.enumerated() {
+                _ = try store.create("Person", ["_id": .string(n), "friend": .string(names[(i + 1) % names.count])], update: .modified)
+            }
+        }
+        try session.waitForUpload(timeout: 10)
+        session.release()
+        store.close()
+        h.stopServer()
+
+        let batch = PostgresSyncStorage.objectsPerBatch
+        PostgresSyncStorage.objectsPerBatch = 2
+        defer { PostgresSyncStorage.objectsPerBatch = batch }
+        var configuration = ServerConfiguration()
+        configuration.port = 0
+        configuration.dataDirectory = h.directory + "/another-instance"
+        configuration.logLevel = .error
+        configuration.postgresURL = url
+        let other = try SyncServer(configuration: configuration)
+        _ = try runToCompletion { await other.shutdown() }
+        let cache = try Store(Configuration(path: configuration.dataDirectory + "/default/cache.realm"))
+        defer { cache.close() }
+        for (i, n) in names.enumerated() {
+            XCTAssertEqual(try cache.object("Person", primaryKey: .string(n))?["friend"], .string(names[(i + 1) % names.count]), n)
+        }
     }
 
     /// Starts and stops an instance on `url` with its data in `directory`; the Tasks its cache

@@ -45,12 +45,15 @@ struct CachedObject {
         self.metaText = metaText
     }
 
+    /// The links of objects written by `applyDocuments`, written by `applyLinks` once every
+    /// object is in: class, primary key, the link properties.
+    typealias Links = [(className: String, key: Value, links: Document)]
+
     /// Writes objects into `store` (inside its write transaction) as the storage has them:
-    /// documents replaced or deleted, metadata rows replaced. Links are written once every object
-    /// is in; a link to an object that no longer exists reads as no link, as the store makes it
-    /// when the target is deleted.
-    static func apply(_ objects: [CachedObject], to store: Store) throws {
-        var linked = [(String, Value, Document)]()
+    /// documents replaced or deleted, metadata rows replaced; their links are returned, for
+    /// `applyLinks` after the last batch.
+    static func applyDocuments(_ objects: [CachedObject], to store: Store) throws -> Links {
+        var linked = Links()
         for object in objects {
             guard let info = store.schema.classes.first(where: { $0.name == object.className }) else {
                 throw AtollError(.schemaMismatch, "the stored object of class '\(object.className)' is not in the schema")
@@ -93,6 +96,13 @@ struct CachedObject {
                 linked.append((object.className, key, links))
             }
         }
+        return linked
+    }
+
+    /// Writes the links `applyDocuments` returned (inside a write transaction). A link to an
+    /// object that no longer exists reads as no link, as the store makes it when the target is
+    /// deleted.
+    static func applyLinks(_ linked: Links, to store: Store) throws {
         for (cls, key, links) in linked {
             do {
                 _ = try store.create(cls, links, update: .modified)

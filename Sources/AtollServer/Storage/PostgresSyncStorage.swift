@@ -31,6 +31,9 @@ final class PostgresSyncStorage: SyncStorage {
     private var epoch = ""
 
     static let channel = "atoll_sync"
+    /// Objects read and written into the cache per transaction when catching up (a test makes
+    /// it small, to cross batches with links).
+    nonisolated(unsafe) static var objectsPerBatch = 5000
 
     static let tables = [
         "CREATE TABLE IF NOT EXISTS atoll_sync_apps (app text PRIMARY KEY, schema text, schema_version bigint NOT NULL DEFAULT 0)",
@@ -172,17 +175,24 @@ final class PostgresSyncStorage: SyncStorage {
         let cursor = row[3].flatMap(UInt64.init) ?? 0
         guard latest > app.latestVersion else { return cursor }
         let since = String(app.latestVersion)
-        let objects = try db.execute("SELECT class, key, doc, meta FROM atoll_sync_objects WHERE app = $1 AND version > $2",
-                                     [appId, since]).map { row -> CachedObject in
-            guard let cls = row[0], let key = row[1], let meta = row[3] else { throw AtollError(.file, "a stored object row is incomplete") }
-            return try CachedObject(className: cls, keyJSON: key, docText: row[2], metaText: meta)
-        }
         // At start (no session is bound yet) the history is not read, only the objects.
         let entries = app.sessionCount == 0 ? [] : try db.execute(
             "SELECT version, file, client_version, clock, user_id, changeset FROM atoll_sync_history WHERE app = $1 AND version > $2 ORDER BY version",
             [appId, since]).compactMap(Self.entry)
         let clock = try db.value("SELECT clock FROM atoll_sync_history WHERE app = $1 AND version = $2", [appId, String(latest)]) ?? ""
-        try app.applyStored(objects, entries: entries, latest: latest) {
+        // The objects through a cursor, a few thousand at a time: a new instance reads the whole
+        // app without holding it in memory at once.
+        try db.execute("DECLARE atoll_changed CURSOR FOR SELECT class, key, doc, meta FROM atoll_sync_objects WHERE app = $1 AND version > $2",
+                       [appId, since])
+        defer { _ = try? db.execute("CLOSE atoll_changed") }
+        try app.applyStored({
+            let rows = try db.execute("FETCH \(Self.objectsPerBatch) FROM atoll_changed")
+            guard !rows.isEmpty else { return nil }
+            return try rows.map { row in
+                guard let cls = row[0], let key = row[1], let meta = row[3] else { throw AtollError(.file, "a stored object row is incomplete") }
+                return try CachedObject(className: cls, keyJSON: key, docText: row[2], metaText: meta)
+            }
+        }, entries: entries, latest: latest) {
             try CacheState(epoch: epoch, version: latest, clock: clock).write(app.store)
         }
         return cursor
