@@ -111,14 +111,17 @@ final class PostgresSyncStorage: SyncStorage {
     func history(after version: UInt64, excludingFile file: Int64) throws -> [HistoryEntry] {
         try connected { db in
             try db.execute("SELECT version, file, client_version, clock, user_id, changeset FROM atoll_sync_history WHERE app = $1 AND version > $2 AND file != $3 ORDER BY version",
-                           [appId, String(version), String(file)]).compactMap(Self.entry)
+                           [appId, String(version), String(file)]).map(Self.entry)
         }
     }
 
-    private static func entry(_ row: [String?]) -> HistoryEntry? {
+    /// A history row as selected above; one that cannot be read is an error, never skipped.
+    private static func entry(_ row: [String?]) throws -> HistoryEntry {
         guard row.count == 6, let v = row[0].flatMap(UInt64.init), let f = row[1].flatMap(Int64.init),
               let cv = row[2].flatMap(UInt64.init), let clock = row[3].flatMap(Clock.init(text:)),
-              let user = row[4], let text = row[5] else { return nil }
+              let user = row[4], let text = row[5] else {
+            throw AtollError(.file, "a history row in atoll_sync_history cannot be read (version \(row.first.flatMap { $0 } ?? "?"))")
+        }
         return HistoryEntry(version: v, file: f, clientVersion: cv, clock: clock, user: user, changeset: text)
     }
 
@@ -178,7 +181,7 @@ final class PostgresSyncStorage: SyncStorage {
         // At start (no session is bound yet) the history is not read, only the objects.
         let entries = app.sessionCount == 0 ? [] : try db.execute(
             "SELECT version, file, client_version, clock, user_id, changeset FROM atoll_sync_history WHERE app = $1 AND version > $2 ORDER BY version",
-            [appId, since]).compactMap(Self.entry)
+            [appId, since]).map(Self.entry)
         let clock = try db.value("SELECT clock FROM atoll_sync_history WHERE app = $1 AND version = $2", [appId, String(latest)]) ?? ""
         // The objects through a cursor, a few thousand at a time: a new instance reads the whole
         // app without holding it in memory at once.

@@ -93,10 +93,12 @@ final class LocalSyncStorage: SyncStorage {
         return try store.withMetadata { sql in
             try sql.rows("SELECT version, file, client_version, clock, user, changeset FROM _atoll_sync_history WHERE version > ? AND file != ? ORDER BY version",
                          [.int(Int64(clamping: version)), .int(file)])
-        }.compactMap { row in
-            guard case .int(let v) = row[0], case .int(let f) = row[1], case .int(let cv) = row[2], case .string(let clock) = row[3],
-                  case .string(let user) = row[4], case .string(let text) = row[5] else { return nil }
-            return HistoryEntry(version: UInt64(v), file: f, clientVersion: UInt64(cv), clock: Clock(text: clock) ?? .zero, user: user, changeset: text)
+        }.map { row in
+            guard case .int(let v) = row[0], case .int(let f) = row[1], case .int(let cv) = row[2], case .string(let clockText) = row[3],
+                  let clock = Clock(text: clockText), case .string(let user) = row[4], case .string(let text) = row[5] else {
+                throw AtollError(.file, "a history row in _atoll_sync_history cannot be read (version \(row.first?.intValue.map(String.init) ?? "?"))")
+            }
+            return HistoryEntry(version: UInt64(v), file: f, clientVersion: UInt64(cv), clock: clock, user: user, changeset: text)
         }
     }
 
