@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import select
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,8 +25,8 @@ os.environ.setdefault("ATOLL_LIBRARY", str(REPO_ROOT / ".build" / "release" / "l
 
 # The tests import http_json from here.
 from helpers import http_json  # noqa: E402
+from processes import LaunchedServer, launch_server  # noqa: E402
 
-SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
 SUBPROTOCOL = "atoll-sync.1"
 
 TASK = {"name": "Task", "primaryKey": "_id",
@@ -43,22 +39,8 @@ OWNER_RULES = {"Task": {"roles": [{"name": "owner", "read": "owner_id == %user.i
 
 # MARK: - The server
 
-class Server:
-    """A running atoll-server (its first stdout line gives the URL)."""
-
-    def __init__(self, proc: subprocess.Popen, url: str, stderr_path: Path) -> None:
-        self.proc = proc
-        self.url = url
-        self.stderr_path = stderr_path
-        m = re.match(r"http://([^:/]+):(\d+)", url)
-        assert m, url
-        self.host, self.port = m.group(1), int(m.group(2))
-
-    def api(self, app_id: str) -> str:
-        return f"{self.url}/api/client/v2.0/app/{app_id}"
-
-    def ws_url(self, app_id: str) -> str:
-        return f"ws://{self.host}:{self.port}/api/client/v2.0/app/{app_id}/realm-sync"
+class Server(LaunchedServer):
+    """A running atoll-server, with what the hostile tests measure of it."""
 
     def rss_kb(self) -> int:
         """The server's resident set (VmRSS, kB)."""
@@ -78,45 +60,10 @@ class Server:
             f"{self.stderr_path.read_text(errors='replace')[-4000:]}")
         assert http_json("GET", f"{self.url}/health")[1]["status"] == "ok"
 
-    def stop(self) -> int:
-        """SIGTERM, and the exit code (0 for a clean stop)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        return self.proc.returncode
-
 
 def start_server(directory: Path, config: Optional[Dict[str, Any]] = None,
                  log_level: str = "warning") -> Server:
-    if not SERVER.is_file() or not os.access(SERVER, os.X_OK):
-        pytest.fail(f"atoll-server not found at {SERVER}: build it (`swift build -c release`) "
-                    "or set ATOLL_SERVER", pytrace=False)
-    directory.mkdir(parents=True, exist_ok=True)
-    args = [str(SERVER), "--port", "0", "--data", str(directory / "data"),
-            "--log-level", log_level]
-    if config is not None:
-        config_file = directory / "config.json"
-        config_file.write_text(json.dumps(config))
-        args += ["--config", str(config_file)]
-    stderr_path = directory / "server-stderr.log"
-    with open(stderr_path, "wb") as stderr:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr)
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 15)
-    line = proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
-    m = re.fullmatch(r"listening on (http://\S+)", line)
-    if not m:
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"atoll-server did not start (first line {line!r}):\n"
-                    f"{stderr_path.read_text(errors='replace')}", pytrace=False)
-    return Server(proc, m.group(1).rstrip("/"), stderr_path)
+    return launch_server(directory / "data", directory, config, log_level, kind=Server)
 
 
 # MARK: - HTTP

@@ -1,8 +1,9 @@
-"""Real processes for the Python suites that kill things (tests/faults, tests/cluster): an
-atoll-server that can be killed and started again on its port and data, and sync clients
-(tests/faults/driver.py) in their own processes, each printing what happened line by line, which
-the test reads as they come to know what was committed or acknowledged before it killed
-something.
+"""Real processes for the Python suites: an atoll-server on a free port that the system picks
+(`launch_server`: the sync binding's tests, tests/hostile); for the suites that kill things
+(tests/faults, tests/cluster) an atoll-server that can be killed and started again on its port
+and data, and sync clients (tests/faults/driver.py) in their own processes, each printing what
+happened line by line, which the test reads as they come to know what was committed or
+acknowledged before it killed something.
 
 The server is $ATOLL_SERVER (default .build/release/atoll-server); a missing one fails the test.
 """
@@ -39,15 +40,79 @@ def free_port() -> int:
 
 # MARK: - The server
 
+def _require_server() -> None:
+    if not SERVER.is_file() or not os.access(SERVER, os.X_OK):
+        pytest.fail(f"atoll-server not found at {SERVER}: build it (`swift build -c "
+                    "release`) or set ATOLL_SERVER to its path", pytrace=False)
+
+
+class LaunchedServer:
+    """A running atoll-server on the port it picked (`--port 0`: its first stdout line gives the
+    URL)."""
+
+    def __init__(self, proc: subprocess.Popen, url: str, stderr_path: Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.stderr_path = stderr_path
+        m = re.match(r"http://([^:/]+):(\d+)", url)
+        assert m, url
+        self.host, self.port = m.group(1), int(m.group(2))
+
+    def api(self, app_id: str) -> str:
+        return f"{self.url}/api/client/v2.0/app/{app_id}"
+
+    def ws_url(self, app_id: str) -> str:
+        return f"ws://{self.host}:{self.port}/api/client/v2.0/app/{app_id}/realm-sync"
+
+    def stop(self) -> Optional[int]:
+        """SIGTERM, and the exit code (0 for a clean stop)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+
+def launch_server(data: Path, files: Path, config: Optional[Dict[str, Any]] = None,
+                  log_level: str = "warning", kind: type = LaunchedServer) -> Any:
+    """Starts atoll-server with its data in `data`, and its config (when given) and standard
+    error in `files` (`server-config.json`, `server-stderr.log`); returns a `kind` (a
+    LaunchedServer or a subclass) once it listens. Fails the test when it does not start."""
+    _require_server()
+    files.mkdir(parents=True, exist_ok=True)
+    args = [str(SERVER), "--port", "0", "--data", str(data), "--log-level", log_level]
+    if config is not None:
+        config_file = files / "server-config.json"
+        config_file.write_text(json.dumps(config))
+        args += ["--config", str(config_file)]
+    stderr_path = files / "server-stderr.log"
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 15)
+    line = proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
+    m = re.fullmatch(r"listening on (http://\S+)", line)
+    if not m:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"atoll-server did not start (first line {line!r}, exit code "
+                    f"{proc.returncode}):\n{stderr_path.read_text(errors='replace')}",
+                    pytrace=False)
+    return kind(proc, m.group(1).rstrip("/"), stderr_path)
+
+
 class Server:
     """An atoll-server on a fixed port and data directory (and a config file, when given), which
     can be killed and started again on both (clients reconnect to the same URL)."""
 
     def __init__(self, data: Path, log: Path, port: Optional[int] = None,
                  config: Optional[Path] = None) -> None:
-        if not SERVER.is_file() or not os.access(SERVER, os.X_OK):
-            pytest.fail(f"atoll-server not found at {SERVER}: build it (`swift build -c "
-                        "release`) or set ATOLL_SERVER to its path", pytrace=False)
+        _require_server()
         self.data = data
         self.log = log
         self.config = config

@@ -11,11 +11,8 @@ import asyncio
 import json
 import os
 import re
-import select
-import signal
 import socket
 import sqlite3
-import subprocess
 import sys
 import threading
 import time
@@ -29,14 +26,15 @@ import atoll
 from atoll import _ffi
 from conftest import REPO_ROOT, run_python, run_raw
 
-SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
 
 # `make test` runs this file a second time with the servers' data in PostgreSQL
 # (ATOLL_SYNC_STORE=postgres, ATOLL_TEST_POSTGRES=URL of a throwaway cluster): each server gets a
 # new database.
 SYNC_ON_POSTGRES = os.environ.get("ATOLL_SYNC_STORE") == "postgres"
 sys.path.insert(0, str(REPO_ROOT / "tests" / "postgres"))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
 import cluster as pg_cluster  # noqa: E402  (tests/postgres/cluster.py)
+from processes import LaunchedServer, launch_server  # noqa: E402  (tests/support/processes.py)
 
 TASK = {"name": "Task", "primaryKey": "_id",
         "properties": {"_id": "string", "name": "string", "priority": "int",
@@ -56,43 +54,15 @@ RULES_CONFIG = {"apps": [
 
 # MARK: - The server
 
-class Server:
-    """A running atoll-server."""
+class Server(LaunchedServer):
+    """A running atoll-server; `database` is its PostgreSQL database in a run on PostgreSQL."""
 
-    def __init__(self, proc: subprocess.Popen, url: str, stderr_path: Path,
-                 database: Optional[str] = None) -> None:
-        self.database = database
-        self.proc = proc
-        self.url = url
-        self.stderr_path = stderr_path
-        m = re.match(r"http://([^:/]+):(\d+)", url)
-        assert m, url
-        self.host, self.port = m.group(1), int(m.group(2))
-
-    def api(self, app_id: str) -> str:
-        return f"{self.url}/api/client/v2.0/app/{app_id}"
-
-    def ws_url(self, app_id: str) -> str:
-        return f"ws://{self.host}:{self.port}/api/client/v2.0/app/{app_id}/realm-sync"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+    database: Optional[str] = None
 
 
 def start_server(tmp_path: Path, config: Optional[Dict[str, Any]] = None,
                  database: Optional[str] = None) -> Server:
     """`database`: on PostgreSQL, the database of an earlier server (default: a new one)."""
-    if not SERVER.is_file() or not os.access(SERVER, os.X_OK):
-        pytest.fail(f"atoll-server not found at {SERVER}: build it (`swift build -c release`) "
-                    "or set ATOLL_SERVER to its path", pytrace=False)
     if SYNC_ON_POSTGRES:
         base = os.environ.get("ATOLL_TEST_POSTGRES")
         if not base:
@@ -101,26 +71,9 @@ def start_server(tmp_path: Path, config: Optional[Dict[str, Any]] = None,
         database = database or pg_cluster.fresh_database(base)
         config = dict(config or {})
         config["store"] = {"postgres": database}
-    data = tmp_path / "server-data"
-    args = [str(SERVER), "--port", "0", "--data", str(data), "--log-level", "warning"]
-    if config is not None:
-        config_file = tmp_path / "server-config.json"
-        config_file.write_text(json.dumps(config))
-        args += ["--config", str(config_file)]
-    stderr_path = tmp_path / "server-stderr.log"
-    with open(stderr_path, "wb") as stderr:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr)
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 15)
-    line = proc.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
-    m = re.fullmatch(r"listening on (http://\S+)", line)
-    if not m:
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"atoll-server did not start (first line {line!r}, exit code "
-                    f"{proc.returncode}):\n{stderr_path.read_text(errors='replace')}",
-                    pytrace=False)
-    return Server(proc, m.group(1).rstrip("/"), stderr_path, database)
+    server = launch_server(tmp_path / "server-data", tmp_path, config, kind=Server)
+    server.database = database
+    return server
 
 
 @pytest.fixture
