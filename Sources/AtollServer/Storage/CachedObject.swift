@@ -8,6 +8,7 @@ import Foundation
 /// exactly what the writer's store was.
 struct CachedObject {
     var className: String
+    var key: Value
     /// The metadata tables' key text of the primary key (`keyText`).
     var keyText: String
     /// The primary key as EJSON.
@@ -22,6 +23,7 @@ struct CachedObject {
     /// The object as `store` has it now (inside its open write transaction too).
     init(_ id: ObjectID, from store: Store) throws {
         className = id.className
+        key = id.primaryKey
         keyText = AtollProtocol.keyText(id.primaryKey)
         keyJSON = Wire.encode(id.primaryKey)
         docText = try store.object(id.className, primaryKey: id.primaryKey).map { Wire.encode(.object($0)) }
@@ -40,7 +42,8 @@ struct CachedObject {
     init(className: String, keyJSON: String, docText: String?, metaText: String) throws {
         self.className = className
         self.keyJSON = keyJSON
-        keyText = AtollProtocol.keyText(try EJSON.parse(keyJSON))
+        key = try EJSON.parse(keyJSON)
+        keyText = AtollProtocol.keyText(key)
         self.docText = docText
         self.metaText = metaText
     }
@@ -54,12 +57,20 @@ struct CachedObject {
     /// `applyLinks` after the last batch.
     static func applyDocuments(_ objects: [CachedObject], to store: Store) throws -> Links {
         var linked = Links()
+        // Per class, once: its schema and which properties are links to top-level objects.
+        var classes = [String: (info: ObjectSchema, links: Set<String>)]()
         for object in objects {
-            guard let info = store.schema.classes.first(where: { $0.name == object.className }) else {
-                throw AtollError(.schemaMismatch, "the stored object of class '\(object.className)' is not in the schema")
+            if classes[object.className] == nil {
+                guard let info = store.schema.classes.first(where: { $0.name == object.className }) else {
+                    throw AtollError(.schemaMismatch, "the stored object of class '\(object.className)' is not in the schema")
+                }
+                let embedded = Set(store.schema.classes.filter(\.isEmbedded).map(\.name))
+                let links = info.properties.filter { $0.type == .object && !embedded.contains($0.objectType ?? "") }.map(\.name)
+                classes[object.className] = (info, Set(links))
             }
-            let key = try EJSON.parse(object.keyJSON)
-            let pkText = AtollProtocol.keyText(key)
+            guard let (info, linkNames) = classes[object.className] else { continue }
+            let key = object.key
+            let pkText = object.keyText
             guard case .object(let meta) = try EJSON.parse(object.metaText) else {
                 throw AtollError(.file, "the stored metadata of \(object.className) \(pkText) is not an object")
             }
@@ -84,7 +95,7 @@ struct CachedObject {
             var links = Document()
             for (name, value) in doc {
                 guard let p = info[property: name], p.type != .linkingObjects else { continue }
-                if p.type == .object, store.schema.classes.first(where: { $0.name == p.objectType })?.isEmbedded != true {
+                if linkNames.contains(p.name) {
                     links[name] = value
                 } else {
                     plain[name] = value
