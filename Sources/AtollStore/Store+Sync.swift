@@ -127,15 +127,27 @@ extension Store {
             let column = quote(pk.name)
             var out = [Value]()
             // Many keys against a table not much larger (a bootstrap, a large upload): one pass
-            // over the table's keys beats looking each up.
+            // over the table's keys beats looking each up. The smaller side goes into the set.
             if let keys, keys.count >= 2_000 {
                 let count = try conn.statement("SELECT count(*) FROM \(info.table)")
                 defer { count.reset() }
                 if try count.step(), case .integer(let n) = count.sqlValue(0), n <= 2 * keys.count {
-                    var wanted = Set<Value>()
-                    for key in keys { if let checked = try? checkedPrimaryKey(info, key) { wanted.insert(checked) } }
+                    if n == 0 { return [] }
                     let s = try conn.statement("SELECT \(column) FROM \(info.table)")
                     defer { s.reset() }
+                    if n < keys.count {
+                        var stored = Set<Value>(minimumCapacity: Int(n))
+                        while try s.step() { stored.insert(pk.type.value(s.sqlValue(0))) }
+                        var found = Set<Value>()
+                        for key in keys {
+                            if let checked = try? checkedPrimaryKey(info, key), stored.contains(checked), found.insert(checked).inserted {
+                                out.append(checked)
+                            }
+                        }
+                        return out
+                    }
+                    var wanted = Set<Value>(minimumCapacity: keys.count)
+                    for key in keys { if let checked = try? checkedPrimaryKey(info, key) { wanted.insert(checked) } }
                     while try s.step() {
                         let v = pk.type.value(s.sqlValue(0))
                         if wanted.contains(v) { out.append(v) }

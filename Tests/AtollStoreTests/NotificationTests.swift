@@ -400,6 +400,28 @@ final class NotificationTests: XCTestCase {
         XCTAssertEqual(count.n, 1)
     }
 
+    func testCommitObserversAreToldTheVersionOnly() throws {
+        let path = temporaryRealmPath()
+        let store = try hostStore(path)
+        let writer = try open(path, nil)
+        let commits = Inbox<UInt64>(), realm = Inbox<RealmChange>()
+        let token = try store.observeCommits { commits.add($0) }
+        let realmToken = try store.observe { realm.add($0) }
+        defer { realmToken.invalidate() }
+        try store.deliverNotifications()
+        XCTAssertEqual(commits.take(), [], "nothing before a commit")
+        try people(store, 1...2)
+        try people(writer, 3...3)
+        try store.deliverNotifications()
+        XCTAssertEqual(commits.take(), [2], "one call per delivery, with the version reached")
+        XCTAssertEqual(realm.take().map(\.classes), [["Person"]], "other observers still get their changes")
+        token.invalidate()
+        try people(store, 4...4)
+        try store.deliverNotifications()
+        XCTAssertEqual(commits.take(), [])
+        XCTAssertEqual(realm.take().map(\.version), [3])
+    }
+
     // MARK: - Snapshots
 
     func testReadsSeeTheSnapshotUntilRefresh() throws {

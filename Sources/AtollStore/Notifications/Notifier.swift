@@ -174,7 +174,10 @@ final class Notifier: @unchecked Sendable {
         for observer in observers {
             guard let token = observer.token, !token.isInvalidated, !observer.finished else { continue }
             let call: (() -> Void)?
-            if let from = observer.version {
+            if let from = observer.version, !observer.needsChanges {
+                guard from < now else { continue }
+                call = observer.committed(from: from, to: now)
+            } else if let from = observer.version {
                 guard from < now else { continue }
                 let finder: ModificationFinder
                 if let known = finders[from] {

@@ -21,6 +21,30 @@ class Observer {
 
     /// What to call when the change could not be computed (the observer is done after it).
     func failed(_ error: AtollError) -> (() -> Void)? { nil }
+
+    /// Whether the observer needs the change log of what it is told (most do); one that does not
+    /// is told through `committed` and costs a delivery nothing but the call.
+    var needsChanges: Bool { true }
+
+    /// A later delivery to an observer that does not need the change log.
+    func committed(from: UInt64, to: UInt64) -> (() -> Void)? { nil }
+}
+
+/// An observer of commits alone: the version the store reached, no changes.
+final class CommitObserver: Observer {
+    let callback: @Sendable (UInt64) -> Void
+
+    init(token: NotificationToken, callback: @escaping @Sendable (UInt64) -> Void) {
+        self.callback = callback
+        super.init(token: token)
+    }
+
+    override var needsChanges: Bool { false }
+
+    override func committed(from: UInt64, to: UInt64) -> (() -> Void)? {
+        let callback = self.callback
+        return { callback(to) }
+    }
 }
 
 /// A change an observer's callback receives.

@@ -18,6 +18,18 @@ extension Store {
         }
     }
 
+    /// Calls `callback` after commits, as `observe` does, with the version the store reached and
+    /// nothing else: the change log is not read, so a large commit costs this observer nothing.
+    /// What the sync client listens with for local writes to upload.
+    /// - Throws: `.closed`, `.alreadyInWrite`.
+    public func observeCommits(_ callback: @escaping @Sendable (UInt64) -> Void) throws -> NotificationToken {
+        try register { _, token in
+            let observer = CommitObserver(token: token, callback: callback)
+            observer.version = viewVersion
+            return observer
+        }
+    }
+
     /// Calls `callback` when the object changes (only in `keyPaths` when given, e.g.
     /// `["name", "dogs.name"]`) or is deleted; after a deletion it is not called again.
     /// - Parameter primaryKey: the object's primary key (its row key for classes without one).
