@@ -71,20 +71,34 @@ struct Applier {
     let store: Store
     let sql: MetadataSQL
     let pending: PendingIndex
+    /// The schema's classes by name, and the classes with properties that link to top-level
+    /// objects: looked up for every instruction.
+    private let classes: [String: ObjectSchema]
+    private let linking: Set<String>
 
-    func pkName(_ cls: String) -> String? { store.schema.classes.first { $0.name == cls }?.primaryKey }
+    init(store: Store, sql: MetadataSQL, pending: PendingIndex) {
+        self.store = store
+        self.sql = sql
+        self.pending = pending
+        var classes = [String: ObjectSchema]()
+        for c in store.schema.classes { classes[c.name] = c }
+        self.classes = classes
+        linking = Set(store.schema.classes.filter { c in
+            c.properties.contains { p in p.isLink && classes[p.objectType ?? ""]?.isEmbedded != true }
+        }.map(\.name))
+    }
+
+    func pkName(_ cls: String) -> String? { classes[cls]?.primaryKey }
 
     /// Whether a class has properties that link to top-level objects.
-    func hasLinks(_ cls: String) -> Bool {
-        store.schema.classes.first { $0.name == cls }?.properties.contains(where: linkLike) ?? false
-    }
+    func hasLinks(_ cls: String) -> Bool { linking.contains(cls) }
 
     /// Applies downloaded instructions in order. New objects — a create with its own writes, or
     /// an upsert of an object the device does not have — are created in batches (without their
     /// links, which `links` writes once all exist); the rest one by one. An instruction this
     /// replica cannot apply (a link out of view) is skipped on its own.
     func applyAll(_ instructions: [(SyncInstruction, Clock)]) throws {
-        let fresh = try freshObjects(instructions.map(\.0))
+        let fresh = try freshObjects(instructions)
         var batch = [(doc: Document, lists: [String: ListSequence])]()
         var batchClass = ""
         func flush() throws {
@@ -116,12 +130,12 @@ struct Applier {
         var i = instructions.startIndex
         while i < instructions.endIndex {
             let (ins, c) = instructions[i]
-            if fresh.contains(ins.objectID), let pkName = pkName(ins.className) {
+            if fresh.contains(ins.objectID, pending), let pkName = pkName(ins.className) {
                 if ins.op == .upsert, let doc = freshUpsert(ins) {
                     if batchClass != ins.className { try flushOrReplay() }
                     batchClass = ins.className
                     var lists = [String: ListSequence]()
-                    for (p, seq) in ins.lists where store.schema.classes.first(where: { $0.name == ins.className })?[property: p]?.isList == true {
+                    for (p, seq) in ins.lists where classes[ins.className]?[property: p]?.isList == true {
                         lists[p] = seq
                     }
                     batch.append((doc, lists))
@@ -153,25 +167,34 @@ struct Applier {
 
     private struct BatchFailed: Error {}
 
-    /// Objects created or upserted here that the device does not have and no pending change names.
-    private func freshObjects(_ instructions: [SyncInstruction]) throws -> Set<ObjectID> {
+    /// Which objects created or upserted here are new: the device does not have them and no
+    /// pending change names them. Kept as the objects the device has, by class, which for a
+    /// bootstrap into an empty realm is nothing at all.
+    private struct Fresh {
+        var present: [String: Set<Value>] = [:]
+        var classes: Set<String> = []
+
+        func contains(_ id: ObjectID, _ pending: PendingIndex) -> Bool {
+            guard classes.contains(id.className), present[id.className]?.contains(id.primaryKey) != true else { return false }
+            return pending.touched.isEmpty || !pending.touched.contains(id)
+        }
+    }
+
+    private func freshObjects(_ instructions: [(SyncInstruction, Clock)]) throws -> Fresh {
         var byClass = [String: [Value]]()
-        for ins in instructions where ins.op == .create || ins.op == .upsert { byClass[ins.className, default: []].append(ins.primaryKey) }
-        var out = Set<ObjectID>()
+        for (ins, _) in instructions where ins.op == .create || ins.op == .upsert { byClass[ins.className, default: []].append(ins.primaryKey) }
+        var out = Fresh()
         for (cls, keys) in byClass where pkName(cls) != nil {
-            let present = Set(try store.primaryKeys(cls, among: keys).map(keyText))
-            for k in keys where !present.contains(keyText(k)) {
-                let id = ObjectID(cls, k)
-                if !pending.touched.contains(id) { out.insert(id) }
-            }
+            out.classes.insert(cls)
+            let present = try store.primaryKeys(cls, among: keys)
+            if !present.isEmpty { out.present[cls] = Set(present) }
         }
         return out
     }
 
     /// An upsert's object without its links (written afterwards by `links`).
     private func freshUpsert(_ ins: SyncInstruction) -> Document? {
-        guard let object = ins.object, let schema = store.schema.classes.first(where: { $0.name == ins.className }),
-              let pkName = schema.primaryKey else { return nil }
+        guard let object = ins.object, let schema = classes[ins.className], let pkName = schema.primaryKey else { return nil }
         var doc = Document()
         doc[pkName] = ins.primaryKey
         for p in schema.properties where p.name != pkName && !p.isComputed && !linkLike(p) {
@@ -182,7 +205,7 @@ struct Applier {
 
     /// Whether a document gives a value to a property that links to top-level objects.
     private func hasLinkValues(_ cls: String, _ doc: Document) -> Bool {
-        guard let schema = store.schema.classes.first(where: { $0.name == cls }) else { return true }
+        guard let schema = classes[cls] else { return true }
         return schema.properties.contains { p in linkLike(p) && doc[p.name] != nil && doc[p.name] != .null }
     }
 
@@ -276,7 +299,7 @@ struct Applier {
     func upsert(_ ins: SyncInstruction, _ pkName: String) throws {
         let id = ins.objectID
         if pending.erased[id] != nil { return }
-        guard let object = ins.object, let schema = store.schema.classes.first(where: { $0.name == id.className }) else { return }
+        guard let object = ins.object, let schema = classes[id.className] else { return }
         let base = ins.clock ?? .zero
         var doc = Document()
         doc[pkName] = ins.primaryKey
@@ -390,7 +413,7 @@ struct Applier {
     /// Whether a property holds links (written after the objects they point to exist).
     func linkLike(_ p: Property) -> Bool {
         guard p.isLink else { return false }
-        return !(store.schema.classes.first { $0.name == p.objectType }?.isEmbedded ?? false)
+        return !(classes[p.objectType ?? ""]?.isEmbedded ?? false)
     }
 
     /// The links of an upsert, after every object of its batch exists: a link to an object that

@@ -103,7 +103,7 @@ public final class SyncSession: @unchecked Sendable {
     var bound = false
     private var lastSent: UInt64 = 0
     private var marksSent = 0
-    private var bootstrapBuffer: [SyncInstruction] = []
+    private var bootstrapBuffer: [(SyncInstruction, Clock)] = []
     private var localToken: NotificationToken?
     private var recovering: [SyncChangeset]?
     private var uploadTotal = 0
@@ -187,7 +187,7 @@ public final class SyncSession: @unchecked Sendable {
     }
 
     private func start() {
-        localToken = try? store.observe { [weak self] _ in
+        localToken = try? store.observeCommits { [weak self] _ in
             guard let self else { return }
             self.queue.async { self.processLocal() }
         }
@@ -647,17 +647,19 @@ public final class SyncSession: @unchecked Sendable {
         var instructions = [(SyncInstruction, Clock)]()
         for item in try m.list("changesets") {
             let cs = try SyncChangeset(wire: item)
-            instructions += cs.instructions.map { ($0, cs.clock) }
+            instructions.reserveCapacity(instructions.count + cs.instructions.count)
+            for ins in cs.instructions { instructions.append((ins, cs.clock)) }
         }
         if case .object(let b)? = m["bootstrap"] {
-            bootstrapBuffer += instructions.map(\.0)
+            // A bootstrap's objects carry their own clocks.
+            if bootstrapBuffer.isEmpty { bootstrapBuffer = instructions } else { bootstrapBuffer += instructions }
             let sent = Int(b["sent"]?.intValue ?? 0), total = Int(b["total"]?.intValue ?? 0)
             emit(.progress(direction: "download", transferred: sent, transferable: total,
                            estimate: total == 0 ? 1 : Double(sent) / Double(total)))
             guard b["last"] == .bool(true) else { return }
             let batch = bootstrapBuffer
             bootstrapBuffer = []
-            try apply(batch.map { ($0, Clock.zero) }, serverVersion: serverVersion, bootstrap: true)
+            try apply(batch, serverVersion: serverVersion, bootstrap: true)
             if let recovering {
                 self.recovering = nil
                 try recover(recovering)
@@ -680,11 +682,13 @@ public final class SyncSession: @unchecked Sendable {
                 let pending = try pendingIndex()
                 let applier = Applier(store: store, sql: sql, pending: pending)
                 for (_, c) in instructions where c != .zero { clock.observe(c) }
+                // What a bootstrap may evict: the objects the device held before it.
+                let held = bootstrap ? try heldObjects(sql) : [:]
                 try applier.applyAll(instructions)
                 for (ins, _) in instructions where ins.op == .upsert && applier.hasLinks(ins.className) {
                     if let pk = applier.pkName(ins.className) { try? applier.links(ins, pk) }
                 }
-                if bootstrap { try evictOutside(instructions.map(\.0), pending, sql) }
+                if bootstrap { try evictOutside(held, instructions, pending, sql) }
                 if try ClientTables.int(sql, "downloadCursor") < Int64(serverVersion) {
                     try ClientTables.set(sql, "downloadCursor", .int(Int64(serverVersion)))
                 }
@@ -696,17 +700,28 @@ public final class SyncSession: @unchecked Sendable {
         }
     }
 
-    /// After a bootstrap: objects of the subscribed classes that the new view does not hold
-    /// leave the device (not the server), unless a pending change names them.
-    private func evictOutside(_ instructions: [SyncInstruction], _ pending: PendingIndex, _ sql: MetadataSQL) throws {
+    /// The primary keys of the objects of the synced classes the device holds, by class.
+    private func heldObjects(_ sql: MetadataSQL) throws -> [String: [Value]] {
+        var out = [String: [Value]]()
+        for cls in try syncedClasses(sql) where store.schema.classes.first(where: { $0.name == cls })?.primaryKey != nil {
+            let keys = try store.primaryKeys(cls)
+            if !keys.isEmpty { out[cls] = keys }
+        }
+        return out
+    }
+
+    /// After a bootstrap: objects the device held before it (`held`) that the new view does not
+    /// hold leave the device (not the server), unless a pending change names them.
+    private func evictOutside(_ held: [String: [Value]], _ instructions: [(SyncInstruction, Clock)],
+                              _ pending: PendingIndex, _ sql: MetadataSQL) throws {
+        guard !held.isEmpty else { return }
         var keep = Set<ObjectID>()
-        for ins in instructions where ins.op == .upsert { keep.insert(ins.objectID) }
-        for cls in try syncedClasses(sql) {
-            guard store.schema.classes.first(where: { $0.name == cls })?.primaryKey != nil else { continue }
-            for pk in try store.primaryKeys(cls) {
+        for (ins, _) in instructions where ins.op == .upsert && held[ins.className] != nil { keep.insert(ins.objectID) }
+        for (cls, keys) in held {
+            for pk in keys {
                 let id = ObjectID(cls, pk)
                 if keep.contains(id) || pending.touched.contains(id) { continue }
-                try store.delete(cls, primaryKey: pk)
+                do { try store.delete(cls, primaryKey: pk) } catch let error as AtollError where error.code == .notFound { continue }
                 try ClientTables.dropLists(sql, cls, keyText(pk))
             }
         }
