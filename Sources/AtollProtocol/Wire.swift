@@ -214,13 +214,113 @@ extension SyncInstruction {
         return out
     }
 
+    /// Whether an upsert can travel in an `upserts` group: its object whole, one clock for all
+    /// of it, no list identities, and its primary key under `primaryKey`.
+    private func groupable(primaryKey: String) -> Bool {
+        guard op == .upsert, let object, clock != nil, fieldClocks.isEmpty, lists.isEmpty else { return false }
+        return object[primaryKey] == self.primaryKey
+    }
+
+    /// The wire forms of a class's upserts (a bootstrap's page), with each run of upserts that
+    /// share their property names and need nothing but a clock as one `upserts` instruction:
+    /// the names once, each object an array of values (docs/protocol.md, "Instructions"). What
+    /// a bootstrap's objects cost on the wire and to read. Each form comes with the range of
+    /// `upserts` it stands for (a group too large for one message is split by the caller).
+    public static func groupedWireValues(_ upserts: ArraySlice<SyncInstruction>, primaryKey: String)
+        -> [(value: Value, range: Range<Int>)] {
+        var out = [(value: Value, range: Range<Int>)]()
+        var i = upserts.startIndex
+        while i < upserts.endIndex {
+            let first = upserts[i]
+            guard first.groupable(primaryKey: primaryKey), let fields = first.object?.keys else {
+                out.append((first.wireValue, i..<(i + 1)))
+                i += 1
+                continue
+            }
+            var j = i
+            var rows = [Value]()
+            var clocks = [Value]()
+            var clockIndex = [Clock: Int]()
+            var clockOfRow = [Value]()
+            while j < upserts.endIndex, upserts[j].className == first.className, upserts[j].groupable(primaryKey: primaryKey),
+                  let object = upserts[j].object, object.keys == fields, let clock = upserts[j].clock {
+                rows.append(.list(object.values))
+                let index: Int
+                if let known = clockIndex[clock] {
+                    index = known
+                } else {
+                    index = clocks.count
+                    clockIndex[clock] = index
+                    clocks.append(clock.value)
+                }
+                clockOfRow.append(.int(Int64(index)))
+                j += 1
+            }
+            if j - i == 1 {
+                out.append((first.wireValue, i..<j))
+            } else {
+                out.append((.doc(["op": .string("upserts"), "class": .string(first.className), "key": .string(primaryKey),
+                                  "fields": .list(fields.map(Value.string)), "objects": .list(rows),
+                                  "clocks": .list(clocks), "clock": .list(clockOfRow)]), i..<j))
+            }
+            i = j
+        }
+        return out
+    }
+
+    /// The upserts of an `upserts` instruction, in order.
+    /// - Throws: `ProtocolError` naming what is wrong.
+    static func upserts(wire f: Fields) throws -> [SyncInstruction] {
+        let className = try f.string("class")
+        let key = try f.string("key")
+        var fields = [String]()
+        for name in try f.list("fields") {
+            guard case .string(let s) = name, !fields.contains(s) else {
+                throw ProtocolError("instruction upserts: \"fields\" must be distinct property names")
+            }
+            fields.append(s)
+        }
+        guard let keyIndex = fields.firstIndex(of: key) else {
+            throw ProtocolError("instruction upserts: \"key\" must be one of \"fields\"")
+        }
+        var clocks = [Clock]()
+        for c in try f.list("clocks") {
+            guard let clock = Clock(c) else { throw ProtocolError("instruction upserts: \"clocks\" holds clocks") }
+            clocks.append(clock)
+        }
+        let objects = try f.list("objects")
+        let clockOfObject = try f.list("clock")
+        guard clockOfObject.count == objects.count else {
+            throw ProtocolError("instruction upserts: \"clock\" must name one clock per object")
+        }
+        var out = [SyncInstruction]()
+        out.reserveCapacity(objects.count)
+        for (row, c) in zip(objects, clockOfObject) {
+            guard case .list(let values) = row, let object = Document(uniqueKeys: fields, values: values) else {
+                throw ProtocolError("instruction upserts: each object must be an array of one value per field")
+            }
+            guard case .int(let index) = c, index >= 0, index < clocks.count else {
+                throw ProtocolError("instruction upserts: \"clock\" holds indexes into \"clocks\"")
+            }
+            var ins = SyncInstruction(.upsert, className, values[keyIndex])
+            ins.object = object
+            ins.clock = clocks[Int(index)]
+            out.append(ins)
+        }
+        return out
+    }
+
     /// Instructions from their wire forms: a `create` with an `"object"` becomes the `create`
-    /// and a `set` of each of its values, in order.
+    /// and a `set` of each of its values, in order; an `upserts` group, its upserts.
     /// - Throws: `ProtocolError` naming what is wrong.
     public static func instructions(wire values: [Value]) throws -> [SyncInstruction] {
         var out = [SyncInstruction]()
         out.reserveCapacity(values.count)
         for value in values {
+            if case .object(let d) = value, d["op"] == .string("upserts") {
+                out += try upserts(wire: Fields(value, "instruction"))
+                continue
+            }
             let ins = try SyncInstruction(wire: value)
             guard ins.op == .create, case .object(let d) = value, let folded = d["object"] else {
                 out.append(ins)

@@ -66,6 +66,9 @@ package final class SyncApp: @unchecked Sendable {
     /// Session numbers whose bind failed, per connection: messages the client sent for them
     /// before it learned of the failure (its query, its uploads) are dropped, not an error.
     private var failedBinds: [ObjectIdentifier: Set<Int64>] = [:]
+    /// How many objects a bootstrap reads from the store at a time (their metadata is read with
+    /// one list of keys, which `ObjectMetadata.load` takes up to 500 long).
+    static let bootstrapPage = 500
     /// Largest download message, in bytes of instructions (a bootstrap or catch-up is split).
     var maxDownloadBytes = 1 << 20
     /// What one connection may send (set by the server before it starts).
@@ -513,40 +516,70 @@ package final class SyncApp: @unchecked Sendable {
 
     // MARK: - Bootstrap and resume
 
-    /// Sends the whole view of a new subscription set, in batches, then `queryComplete`.
+    /// Sends the whole view of a new subscription set, in batches, then `queryComplete`. The
+    /// objects are read, encoded and sent a page at a time, so that the client is reading the
+    /// first batches while the server prepares the next.
     func bootstrap(_ s: Session, version: Int64) throws {
-        var upserts = [SyncInstruction]()
-        var held = [String: Set<String>]()
+        var views = [(cls: String, pkName: String, results: Results)]()
+        var total = 0
         for (cls, view) in s.views.sorted(by: { $0.key < $1.key }) {
             guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { continue }
-            let docs = try store.objects(cls, where: view.text, view.arguments).documents()
-            let meta = try ObjectMetadata.load(store, className: cls)
-            var keys = Set<String>()
-            for doc in docs {
-                guard let pk = doc[pkName] else { continue }
-                let text = keyText(pk)
-                keys.insert(text)
-                upserts.append(meta.upsert(cls, pk, text, doc))
-            }
-            held[cls] = keys
+            let results = try store.objects(cls, where: view.text, view.arguments)
+            total += try results.count()
+            views.append((cls, pkName, results))
         }
-        let total = upserts.count
+        var held = [String: Set<String>]()
         var sent = 0
         var bytes = 0
         var batch = [String]()
+        var batchObjects = 0
         var batchBytes = 0
         func flush(last: Bool) {
-            sent += batch.count
-            let progress = Value.doc(["queryVersion": .int(version), "sent": .int(Int64(sent)), "total": .int(Int64(total)), "last": .bool(last)])
+            sent += batchObjects
+            let progress = Value.doc(["queryVersion": .int(version), "sent": .int(Int64(sent)),
+                                      "total": .int(Int64(max(total, sent))), "last": .bool(last)])
             bytes += send(s, serverVersion: latestVersion, clock: .zero, instructions: batch, extra: ["bootstrap": progress])
             batch = []
+            batchObjects = 0
             batchBytes = 0
         }
-        for u in upserts {
-            let text = Wire.encode(u.wireValue)
-            if batchBytes + text.utf8.count > maxDownloadBytes, !batch.isEmpty { flush(last: false) }
-            batch.append(text)
-            batchBytes += text.utf8.count
+        func add(_ upserts: ArraySlice<SyncInstruction>, _ pkName: String) {
+            for (value, range) in SyncInstruction.groupedWireValues(upserts, primaryKey: pkName) {
+                let text = Wire.encode(value)
+                // A group of large objects is split until it fits a message with room to spare.
+                if text.utf8.count > maxDownloadBytes / 2, range.count > 1 {
+                    let mid = range.lowerBound + range.count / 2
+                    add(upserts[range.lowerBound..<mid], pkName)
+                    add(upserts[mid..<range.upperBound], pkName)
+                    continue
+                }
+                // Messages of a quarter of the limit: the client reads one while the next is made.
+                if batchBytes + text.utf8.count > maxDownloadBytes / 4, !batch.isEmpty { flush(last: false) }
+                batch.append(text)
+                batchObjects += range.count
+                batchBytes += text.utf8.count
+            }
+        }
+        for (cls, pkName, results) in views {
+            var keys = Set<String>()
+            var offset = 0
+            while true {
+                let docs = try results.documents(offset: offset, limit: Self.bootstrapPage)
+                if docs.isEmpty { break }
+                offset += docs.count
+                let meta = try ObjectMetadata.load(store, className: cls, keys: docs.compactMap { $0[pkName] })
+                var upserts = [SyncInstruction]()
+                upserts.reserveCapacity(docs.count)
+                for doc in docs {
+                    guard let pk = doc[pkName] else { continue }
+                    let key = keyText(pk)
+                    keys.insert(key)
+                    upserts.append(meta.upsert(cls, pk, key, doc))
+                }
+                add(upserts[...], pkName)
+                if docs.count < Self.bootstrapPage { break }
+            }
+            held[cls] = keys
         }
         flush(last: true)
         s.inView = held
@@ -554,12 +587,12 @@ package final class SyncApp: @unchecked Sendable {
         s.downloadCursor = latestVersion
         metrics.update { c in
             c.bootstraps += 1
-            c.bootstrapObjects += total
+            c.bootstrapObjects += sent
             c.bootstrapBytes += bytes
         }
         s.connection.send(.doc(["type": .string("queryComplete"), "session": .int(s.number), "version": .int(version),
                                 "serverVersion": .int(Int64(latestVersion))]))
-        log.debug("bootstrapped", ["app": configuration.id, "session": "\(s.number)", "objects": "\(total)", "bytes": "\(bytes)"])
+        log.debug("bootstrapped", ["app": configuration.id, "session": "\(s.number)", "objects": "\(sent)", "bytes": "\(bytes)"])
     }
 
     /// Catches a returning client up: every object changed since its cursor by others is sent

@@ -380,6 +380,18 @@ final class IntegratorTests: XCTestCase {
         XCTAssertNil(try store.object("Task", primaryKey: .string("t2")))
     }
 
+    func testAnUploadedUpsertIsRefusedAsTheServersOwn() throws {
+        let store = try makeStore()
+        var upsert = ins(.upsert, key: .string("t2"))
+        upsert.object = ["_id": .string("t2"), "name": .string("forged")]
+        upsert.clock = clock(10)
+        let result = try integrate(store, clock(10), [ins(.create), upsert, ins(.evict)])
+        XCTAssertEqual(Set(result.rejected.map(\.primaryKey)), [.string("t2"), .string("t1")])
+        XCTAssertTrue(result.rejected.allSatisfy { $0.reason.contains("is sent by the server only") }, "\(result.rejected)")
+        XCTAssertNil(try store.object("Task", primaryKey: .string("t2")))
+        XCTAssertNil(try task(store), "t1's create went with its refused evict")
+    }
+
     func testWireRoundTrip() throws {
         let cs = SyncChangeset(clientVersion: 3, lastServerVersion: 7, clock: clock(5, 4), instructions: [
             ins(.create), ins(.set, ["name"], .string("x")),

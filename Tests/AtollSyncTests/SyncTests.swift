@@ -246,6 +246,76 @@ final class SyncRulesTests: XCTestCase {
         XCTAssertThrowsError(try s1.updateSubscriptions { _ in })
     }
 
+    /// A bootstrap travels in groups of objects (one array of values each), split so that each
+    /// download stays within its 1 MB: 500 objects of 40 KB are one page of the server's, 20 MB
+    /// (unsplit, it went as one message, and the progress moved twice). The progress counts
+    /// objects up to the view's total, and what arrives equals what was written, grouped or not
+    /// (objects with list elements, set elements or dictionary keys travel alone).
+    func testALargeBootstrapArrivesWholeInMessagesThatFitWithItsProgress() throws {
+        let h = try SyncHarness()
+        let writer = try runToCompletion { try await h.app("a").login(.anonymous) }
+        let reader = try runToCompletion { try await h.app("b").login(.anonymous) }
+        let all = [QuerySubscription(name: "all", className: "Task")]
+        let (sw, w) = try h.open(writer, "w.realm", subscriptions: all)
+        defer { sw.release() }
+        try sw.waitForInitialDownload(timeout: 10)
+        let big = String(repeating: "x", count: 40_000)
+        try w.write {
+            for i in 0..<500 {
+                _ = try w.create("Task", ["_id": .string("big-\(i)"), "name": .string(big + "\(i)"), "priority": .int(Int64(i))])
+            }
+            for i in 0..<300 {
+                var doc: Document = ["_id": .string("small-\(i)"), "name": i % 7 == 0 ? .null : .string("s\(i)"), "done": .bool(i % 2 == 0)]
+                if i % 3 == 0 { doc["tags"] = .list([.string("a"), .string("b\(i)")]) }
+                if i % 5 == 0 { doc["labels"] = .list([.string("l\(i)")]) }
+                if i % 11 == 0 { doc["attrs"] = .object(["k": .string("v\(i)")]) }
+                _ = try w.create("Task", doc)
+            }
+        }
+        try sw.waitForUpload(timeout: 60)
+
+        final class Seen: @unchecked Sendable {
+            let lock = NSLock()
+            var progress: [(Int, Int)] = []
+            var session: SyncSession?
+        }
+        let seen = Seen()
+        let opened = DispatchSemaphore(value: 0)
+        let configuration = Configuration(path: h.directory + "/r.realm", schema: SyncHarness.schema)
+        var sync = SyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = all
+        let task = AsyncOpenTask(user: reader, storeConfiguration: configuration, sync: sync, timeout: 60, offlineFallback: false) { state in
+            switch state {
+            case .progress(let done, let total, _): seen.lock.withLock { seen.progress.append((done, total)) }
+            case .open(let s): seen.lock.withLock { seen.session = s }; opened.signal()
+            case .error: opened.signal()
+            default: break
+            }
+        }
+        XCTAssertEqual(opened.wait(timeout: .now() + 90), .success)
+        _ = task
+        let sr = try XCTUnwrap(seen.lock.withLock { seen.session })
+        defer { sr.release() }
+        let r = try Store(configuration)
+        defer { r.close() }
+        func sorted(_ store: Store) throws -> [Document] {
+            try store.objects("Task").documents().map { doc in
+                var d = doc
+                if case .list(let labels)? = d["labels"] { d["labels"] = .list(labels.sorted { "\($0)" < "\($1)" }) }
+                return d
+            }.sorted { "\($0["_id"] ?? .null)" < "\($1["_id"] ?? .null)" }
+        }
+        XCTAssertEqual(try r.objects("Task").count(), 800)
+        XCTAssertTrue(try sorted(r) == sorted(w), "the reader's objects are the writer's")
+        // Objects sent over the view's 800, growing with each message; then the completion.
+        let events = seen.lock.withLock { seen.progress }
+        let progress = events.dropLast()
+        XCTAssertEqual(events.last.map { [$0.0, $0.1] }, [1, 1], "\(events)")
+        XCTAssertGreaterThan(progress.count, 10, "a 20 MB bootstrap reports its progress along the way")
+        XCTAssertEqual(progress.last.map { [$0.0, $0.1] }, [800, 800])
+        XCTAssertTrue(progress.allSatisfy { $0.1 == 800 } && zip(progress, progress.dropFirst()).allSatisfy { $0.0 < $1.0 }, "\(events)")
+    }
+
     func testSubscriptionChangesBootstrapAndEvict() throws {
         let h = try SyncHarness()
         let appA = try h.app("a"), appB = try h.app("b")

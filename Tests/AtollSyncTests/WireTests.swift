@@ -72,4 +72,68 @@ final class WireTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("\"object\" must be an object"), "\(error)")
         }
     }
+
+    // MARK: - Upserts in groups
+
+    func upsert(_ pk: Int64, _ object: Document, clock: Clock) -> SyncInstruction {
+        var u = SyncInstruction(.upsert, "Task", .int(pk))
+        u.object = object
+        u.clock = clock
+        return u
+    }
+
+    func testABootstrapsPlainUpsertsTravelAsGroupsAndComeBackTheSame() throws {
+        let later = Clock(milliseconds: 1_764_489_600_500, node: 3)
+        var withFieldClock = upsert(4, ["_id": .int(4), "name": .string("d")], clock: clock)
+        withFieldClock.fieldClocks = ["name": later]
+        var other = upsert(9, ["_id": .int(9), "name": .string("z")], clock: clock)
+        other.className = "Note"
+        let upserts = [
+            upsert(1, ["_id": .int(1), "name": .string("a")], clock: clock),
+            upsert(2, ["_id": .int(2), "name": .string("b")], clock: later),
+            upsert(3, ["_id": .int(3), "name": .null], clock: clock),
+            withFieldClock,                                                          // needs its field clocks
+            upsert(5, ["_id": .int(5), "name": .string("e")], clock: clock),
+            upsert(6, ["_id": .int(6), "name": .string("f"), "done": .bool(true)], clock: clock),   // other fields
+            upsert(7, ["_id": .int(7), "name": .string("g"), "done": .bool(false)], clock: clock),
+            other,                                                                   // another class
+        ]
+        let grouped = SyncInstruction.groupedWireValues(upserts[...], primaryKey: "_id")
+        XCTAssertEqual(grouped.map(\.range), [0..<3, 3..<4, 4..<5, 5..<7, 7..<8])
+        guard case .object(let group) = grouped[0].value else { return XCTFail("not an object") }
+        XCTAssertEqual(group["op"], .string("upserts"))
+        XCTAssertEqual(group["fields"], .list([.string("_id"), .string("name")]))
+        XCTAssertEqual(group["clocks"], .list([clock.value, later.value]), "each clock once")
+        XCTAssertEqual(group["clock"], .list([.int(0), .int(1), .int(0)]))
+        // Through text and back: the same upserts, in order.
+        let text = "[" + grouped.map { Wire.encode($0.value) }.joined(separator: ",") + "]"
+        guard case .list(let values) = try EJSON.parse(text) else { return XCTFail("not a list") }
+        XCTAssertEqual(try SyncInstruction.instructions(wire: values), upserts)
+    }
+
+    func testABadUpsertsGroupIsRefusedWithWhatIsWrong() throws {
+        let good: [String: String] = ["class": #""Task""#, "key": #""_id""#, "fields": #"["_id", "name"]"#,
+                                      "objects": #"[[1, "a"], [2, "b"]]"#, "clocks": "[[1, 0, 5]]", "clock": "[0, 0]"]
+        func instructions(_ changes: [String: String]) throws -> [SyncInstruction] {
+            let fields = good.merging(changes) { $1 }.sorted { $0.key < $1.key }.map { "\"\($0.key)\": \($0.value)" }
+            let text = #"[{"op": "upserts", "# + fields.joined(separator: ", ") + "}]"
+            guard case .list(let values) = try EJSON.parse(text) else { throw ProtocolError("not a list") }
+            return try SyncInstruction.instructions(wire: values)
+        }
+        XCTAssertEqual(try instructions([:]).map(\.primaryKey), [.int(1), .int(2)])
+        let bad: [([String: String], String)] = [
+            (["key": #""id""#], "\"key\" must be one of \"fields\""),
+            (["fields": #"["_id", "_id"]"#], "distinct property names"),
+            (["objects": #"[[1, "a"], [2]]"#], "one value per field"),
+            (["objects": #"[[1, "a"], {"_id": 2}]"#], "one value per field"),
+            (["clock": "[0]"], "one clock per object"),
+            (["clock": "[0, 1]"], "indexes into \"clocks\""),
+            (["clocks": "[[1, 0]]"], "\"clocks\" holds clocks"),
+        ]
+        for (change, message) in bad {
+            XCTAssertThrowsError(try instructions(change), "\(change)") { error in
+                XCTAssertTrue("\(error)".contains(message), "\(change): \(error)")
+            }
+        }
+    }
 }

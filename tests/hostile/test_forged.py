@@ -19,6 +19,7 @@ import pytest
 
 from conftest import (OWNER_RULES, Bystander, Raw, Server, create_task, login_anonymous,
                       login_email, percentile, report, start_server)
+from helpers import download_instructions
 
 MAX_MESSAGE = 65536
 UPLOADS_PER_SECOND = 50
@@ -256,8 +257,7 @@ def test_subscribing_to_anothers_objects_gets_nothing_now_or_later(world: Dict[s
         conn.bind()
         got = conn.subscribe("owner_id == $0", [victim])
         assert got[-1]["type"] == "queryComplete", got
-        boot = [m for m in got if m["type"] == "download"]
-        assert boot and sum(len(c["instructions"]) for m in boot for c in m["changesets"]) == 0
+        assert [m for m in got if m["type"] == "download"] and download_instructions(got) == []
         # The victim writes on; the forger hears nothing of it.
         bystander.probe()
         bystander.probe()
@@ -329,8 +329,7 @@ def test_an_upload_flood_gets_tooManyMessages_and_is_closed(server: Server) -> N
     with Raw(server, APP, login["access_token"]) as check:
         check.bind()
         boot = check.subscribe("owner_id == $0", [me])
-        keys = {i["primaryKey"] for m in boot if m["type"] == "download"
-                for c in m["changesets"] for i in c["instructions"]}
+        keys = {i["primaryKey"] for i in download_instructions(boot)}
         assert keys == {f"flood-{i}" for i in range(acked)}
     FIGURES["flood"] = (f"flood: {sent} uploads sent, {acked} integrated, closed 1008 after "
                         f"{elapsed:.2f} s")

@@ -7,7 +7,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import pytest
 
@@ -46,3 +46,23 @@ def wait_until(check: Callable[[], Any], seconds: float = 10,
             pytest.fail(f"timed out after {seconds} s waiting for "
                         f"{what() if callable(what) else what}", pytrace=False)
         time.sleep(0.05)
+
+
+def download_instructions(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Every instruction of the `download` messages among `messages`, in order, with each
+    `upserts` group (a bootstrap's objects, docs/protocol.md) read as the upserts it stands for:
+    `{"op": "upsert", "class", "primaryKey", "object", "clock"}`."""
+    out: List[Dict[str, Any]] = []
+    for m in messages:
+        if m.get("type") != "download":
+            continue
+        for changeset in m["changesets"]:
+            for i in changeset["instructions"]:
+                if i["op"] != "upserts":
+                    out.append(i)
+                    continue
+                key = i["fields"].index(i["key"])
+                for row, clock in zip(i["objects"], i["clock"]):
+                    out.append({"op": "upsert", "class": i["class"], "primaryKey": row[key],
+                                "object": dict(zip(i["fields"], row)), "clock": i["clocks"][clock]})
+    return out

@@ -92,6 +92,15 @@ public struct Document: Hashable, Sendable, Sequence, ExpressibleByDictionaryLit
         for (k, v) in pairs { appendNew(k, v) }
     }
 
+    /// A document of `keys` and `values` side by side, the keys known to be distinct (the
+    /// property names of a group of objects, which share one array of keys); nil when the two
+    /// counts differ.
+    public init?(uniqueKeys keys: [String], values: [Value]) {
+        guard keys.count == values.count else { return nil }
+        self.keys = keys
+        self.values = values
+    }
+
     public var count: Int { keys.count }
     public var isEmpty: Bool { keys.isEmpty }
 
