@@ -421,6 +421,9 @@ final class WebSocketTests: XCTestCase {
             return try await group.reduce(into: []) { $0.append($1) }
         }
         let readers = sockets.map(EventReader.init)
+        // The server counts a WebSocket once it has sent the 101, which a client may read first.
+        let deadline = Date().addingTimeInterval(10)
+        while server.counters.openWebSockets < 20, Date() < deadline { try await Task.sleep(nanoseconds: 1_000_000) }
         XCTAssertEqual(server.counters.openWebSockets, 20)
         XCTAssertThrowsError(try server.start(), "a started server cannot start again")
         // Two shutdowns at once both return when it is done; a later one returns at once.
