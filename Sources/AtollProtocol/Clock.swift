@@ -33,11 +33,35 @@ public struct Clock: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(milliseconds).\(counter).\(node)" }
 
-    /// The text form `ms.counter.node`, for metadata tables.
+    /// The text form `ms.counter.node`, for metadata tables. Read byte by byte: a bootstrap reads
+    /// one for every object it sends.
     public init?(text: String) {
-        let parts = text.split(separator: ".")
-        guard parts.count == 3, let a = Int64(parts[0]), let b = Int64(parts[1]), let c = Int64(parts[2]) else { return nil }
-        self.init(milliseconds: a, counter: b, node: c)
+        var first: Int64 = 0, second: Int64 = 0
+        var field = 0
+        var digits = 0
+        var negative = false
+        var value: Int64 = 0
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                let (times, o1) = value.multipliedReportingOverflow(by: 10)
+                let (sum, o2) = times.addingReportingOverflow(Int64(byte - UInt8(ascii: "0")))
+                guard !o1, !o2 else { return nil }
+                value = sum
+                digits += 1
+            case UInt8(ascii: "-") where digits == 0 && !negative:
+                negative = true
+            case UInt8(ascii: "."):
+                guard digits > 0, field < 2 else { return nil }
+                if field == 0 { first = negative ? -value : value } else { second = negative ? -value : value }
+                field += 1
+                (digits, negative, value) = (0, false, 0)
+            default:
+                return nil
+            }
+        }
+        guard digits > 0, field == 2 else { return nil }
+        self.init(milliseconds: first, counter: second, node: negative ? -value : value)
     }
 }
 

@@ -136,4 +136,15 @@ final class WireTests: XCTestCase {
             }
         }
     }
+
+    // MARK: - Clocks as text (metadata tables)
+
+    func testAClocksTextComesBackTheSameAndBadTextIsRefused() {
+        for c in [clock, Clock.zero, Clock(milliseconds: .max, counter: 7, node: .max), Clock(milliseconds: 5, counter: -1, node: 2)] {
+            XCTAssertEqual(Clock(text: c.description), c)
+        }
+        for bad in ["", "1.2", "1.2.3.4", "1..3", ".1.2", "1.2.", "a.b.c", "1.2.3 ", "--1.2.3", "1-.2.3", "9223372036854775808.0.1"] {
+            XCTAssertNil(Clock(text: bad), bad)
+        }
+    }
 }
