@@ -341,6 +341,11 @@ final class SyncRulesTests: XCTestCase {
         _ = try r.refresh()
         XCTAssertEqual(try r.objects("Task").count(), 8)
         XCTAssertEqual(try sr.subscriptions().state, "complete")
+        // Narrowing it evicts the objects that left, keeps those that stayed.
+        let narrowed = try sr.updateSubscriptions { set in set[0].arguments = [.int(6)] }
+        try sr.waitForSubscriptions(version: narrowed, timeout: 10)
+        _ = try r.refresh()
+        XCTAssertEqual(try r.objects("Task").documents().compactMap { $0["_id"]?.stringValue }.sorted(), ["t7", "t8", "t9"])
         // A query the server does not serve: refused with its reason; the previous set stays.
         let v3 = try sr.updateSubscriptions { set in set.append(QuerySubscription(name: "sorted", className: "Task", query: "priority > 0 SORT(priority ASC)")) }
         XCTAssertThrowsError(try sr.waitForSubscriptions(version: v3, timeout: 10)) { error in
