@@ -10,7 +10,6 @@ import json
 import os
 import re
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ os.environ.setdefault("ATOLL_LIBRARY", str(REPO_ROOT / ".build" / "release" / "l
 import atoll  # noqa: E402
 # The tests import these from here.
 from helpers import http_json as http, wait_until  # noqa: E402,F401
+from processes import terminate  # noqa: E402
 
 SERVER = Path(os.environ.get("ATOLL_SERVER", REPO_ROOT / ".build" / "release" / "atoll-server"))
 ADMIN_KEY = "test-admin-key-0123456789"
@@ -69,13 +69,7 @@ class Server:
         return f"{self.url}/api/client/v2.0/app/{app_id}"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, timeout=10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 

@@ -38,6 +38,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def terminate(proc: "subprocess.Popen[Any]", timeout: float) -> Optional[int]:
+    """SIGTERM (a graceful shutdown), up to `timeout` seconds for it, then SIGKILL; the exit
+    code (0 for a clean stop)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 # MARK: - The server
 
 def _require_server() -> None:
@@ -66,16 +79,10 @@ class LaunchedServer:
 
     def stop(self) -> Optional[int]:
         """SIGTERM, and the exit code (0 for a clean stop)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        code = terminate(self.proc, timeout=20)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-        return self.proc.returncode
+        return code
 
 
 def launch_server(data: Path, files: Path, config: Optional[Dict[str, Any]] = None,
@@ -172,14 +179,7 @@ class Server:
         """SIGTERM and wait; returns the exit code (None when it was not running)."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        code = self.proc.returncode
+        code = terminate(self.proc, timeout=15)
         self.proc = None
         return code
 
