@@ -187,31 +187,79 @@ extension SyncInstruction {
 extension SyncInstruction {
     /// The wire forms of a run of instructions, with each `create` followed directly by `set`s
     /// of its object's own properties folded into one `create` with an `"object"` of those
-    /// values (docs/protocol.md, "Instructions"): what a new object costs on the wire, once.
-    /// `instructions(wire:)` unfolds them into the same instructions, in the same order.
+    /// values, and each run of such creates of one class that set the same properties as one
+    /// `creates` group: the names once, each object an array of values (docs/protocol.md,
+    /// "Instructions"). What a new object costs on the wire, once. `instructions(wire:)`
+    /// unfolds them into the same instructions, in the same order.
     public static func wireValues<C: Collection<SyncInstruction>>(_ instructions: C) -> [Value] {
         var out = [Value]()
         out.reserveCapacity(instructions.count)
+        var run = CreateRun()
         var i = instructions.startIndex
         while i != instructions.endIndex {
             let ins = instructions[i]
             instructions.formIndex(after: &i)
-            guard ins.op == .create, ins.path.isEmpty, ins.object == nil, case .object(var d) = ins.wireValue else {
+            guard ins.op == .create, ins.path.isEmpty, ins.object == nil, ins.value == nil, ins.clock == nil, ins.element == nil else {
+                run.close(into: &out)
                 out.append(ins.wireValue)
                 continue
             }
             var object = Document()
             while i != instructions.endIndex {
                 let next = instructions[i]
-                guard next.op == .set, next.objectID == ins.objectID, next.path.count == 1, case .key(let name)? = next.path.first,
-                      let value = next.value, object[name] == nil else { break }
+                guard next.op == .set, next.className == ins.className, next.primaryKey == ins.primaryKey, next.path.count == 1,
+                      case .key(let name)? = next.path.first, let value = next.value, object[name] == nil else { break }
                 object[name] = value
                 instructions.formIndex(after: &i)
             }
-            if !object.isEmpty { d["object"] = .object(object) }
-            out.append(.object(d))
+            if !run.extend(ins.className, ins.primaryKey, object) {
+                run.close(into: &out)
+                _ = run.extend(ins.className, ins.primaryKey, object)
+            }
         }
+        run.close(into: &out)
         return out
+    }
+
+    /// New objects of one class that set the same properties, on their way to the wire.
+    private struct CreateRun {
+        var className = ""
+        var fields: [String] = []
+        var keys: [Value] = []
+        var rows: [Value] = []
+        var first = Document()
+
+        /// Adds a new object when it fits the run (or the run is empty); false when it does not.
+        mutating func extend(_ cls: String, _ key: Value, _ object: Document) -> Bool {
+            if keys.isEmpty {
+                className = cls
+                fields = object.keys
+                first = object
+            } else if cls != className || object.keys != fields {
+                return false
+            }
+            keys.append(key)
+            rows.append(.list(object.values))
+            return true
+        }
+
+        /// The run's wire form (a folded `create` for one object, a `creates` group for more),
+        /// and an empty run again.
+        mutating func close(into out: inout [Value]) {
+            defer { self = CreateRun() }
+            guard let key = keys.first else { return }
+            guard keys.count > 1 else {
+                var d = Document()
+                d["op"] = .string(SyncOp.create.rawValue)
+                d["class"] = .string(className)
+                d["primaryKey"] = key
+                if !first.isEmpty { d["object"] = .object(first) }
+                out.append(.object(d))
+                return
+            }
+            out.append(.doc(["op": .string("creates"), "class": .string(className), "fields": .list(fields.map(Value.string)),
+                             "primaryKeys": .list(keys), "objects": .list(rows)]))
+        }
     }
 
     /// Whether an upsert can travel in an `upserts` group: its object whole, one clock for all
@@ -268,18 +316,24 @@ extension SyncInstruction {
         return out
     }
 
+    /// The `fields` of a group: distinct property names.
+    private static func fieldNames(_ f: Fields, _ op: String) throws -> [String] {
+        var fields = [String]()
+        for name in try f.list("fields") {
+            guard case .string(let s) = name, !fields.contains(s) else {
+                throw ProtocolError("instruction \(op): \"fields\" must be distinct property names")
+            }
+            fields.append(s)
+        }
+        return fields
+    }
+
     /// The upserts of an `upserts` instruction, in order.
     /// - Throws: `ProtocolError` naming what is wrong.
     static func upserts(wire f: Fields) throws -> [SyncInstruction] {
         let className = try f.string("class")
         let key = try f.string("key")
-        var fields = [String]()
-        for name in try f.list("fields") {
-            guard case .string(let s) = name, !fields.contains(s) else {
-                throw ProtocolError("instruction upserts: \"fields\" must be distinct property names")
-            }
-            fields.append(s)
-        }
+        let fields = try fieldNames(f, "upserts")
         guard let keyIndex = fields.firstIndex(of: key) else {
             throw ProtocolError("instruction upserts: \"key\" must be one of \"fields\"")
         }
@@ -310,8 +364,34 @@ extension SyncInstruction {
         return out
     }
 
+    /// The instructions of a `creates` group: for each object, its `create` and a `set` of each
+    /// of its values, in order.
+    /// - Throws: `ProtocolError` naming what is wrong.
+    static func creates(wire f: Fields) throws -> [SyncInstruction] {
+        let className = try f.string("class")
+        let fields = try fieldNames(f, "creates")
+        let keys = try f.list("primaryKeys")
+        let objects = try f.list("objects")
+        guard keys.count == objects.count else {
+            throw ProtocolError("instruction creates: \"primaryKeys\" must name one primary key per object")
+        }
+        var out = [SyncInstruction]()
+        out.reserveCapacity(objects.count * (fields.count + 1))
+        for (key, row) in zip(keys, objects) {
+            guard case .list(let values) = row, values.count == fields.count else {
+                throw ProtocolError("instruction creates: each object must be an array of one value per field")
+            }
+            out.append(SyncInstruction(.create, className, key))
+            for (name, value) in zip(fields, values) {
+                out.append(SyncInstruction(.set, className, key, path: [.key(name)], value: value))
+            }
+        }
+        return out
+    }
+
     /// Instructions from their wire forms: a `create` with an `"object"` becomes the `create`
-    /// and a `set` of each of its values, in order; an `upserts` group, its upserts.
+    /// and a `set` of each of its values, in order; a `creates` group, those of each of its
+    /// objects; an `upserts` group, its upserts.
     /// - Throws: `ProtocolError` naming what is wrong.
     public static func instructions(wire values: [Value]) throws -> [SyncInstruction] {
         var out = [SyncInstruction]()
@@ -319,6 +399,10 @@ extension SyncInstruction {
         for value in values {
             if case .object(let d) = value, d["op"] == .string("upserts") {
                 out += try upserts(wire: Fields(value, "instruction"))
+                continue
+            }
+            if case .object(let d) = value, d["op"] == .string("creates") {
+                out += try creates(wire: Fields(value, "instruction"))
                 continue
             }
             let ins = try SyncInstruction(wire: value)

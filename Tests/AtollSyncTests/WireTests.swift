@@ -4,7 +4,8 @@ import AtollStore
 import XCTest
 
 /// The wire form of changesets (docs/protocol.md, "Instructions and changesets"): a new
-/// object's first values fold into its `create`, and unfold into the same instructions.
+/// object's first values fold into its `create`, runs of them into `creates` groups, a
+/// bootstrap's objects into `upserts` groups, and all unfold into the same instructions.
 final class WireTests: XCTestCase {
     let clock = Clock(milliseconds: 1_764_489_600_000, node: 17)
 
@@ -70,6 +71,62 @@ final class WireTests: XCTestCase {
         let bad = #"{"clock": [1, 0, 5], "instructions": [{"op": "create", "class": "Task", "primaryKey": 7, "object": [1]}]}"#
         XCTAssertThrowsError(try SyncChangeset(wire: EJSON.parse(bad))) { error in
             XCTAssertTrue("\(error)".contains("\"object\" must be an object"), "\(error)")
+        }
+    }
+
+    // MARK: - New objects in groups
+
+    func testRunsOfNewObjectsThatSetTheSamePropertiesTravelAsCreatesGroups() throws {
+        func create(_ cls: String, _ pk: Int64, _ values: KeyValuePairs<String, Value>) -> [SyncInstruction] {
+            [SyncInstruction(.create, cls, .int(pk))] + values.map { SyncInstruction(.set, cls, .int(pk), path: [.key($0.key)], value: $0.value) }
+        }
+        let instructions = create("Task", 1, ["name": .string("a"), "done": .bool(false)])
+            + create("Task", 2, ["name": .string("b"), "done": .bool(true)])
+            + create("Task", 3, ["name": .string("c"), "done": .null])
+            + create("Task", 4, ["done": .bool(true), "name": .string("d")])       // another order: its own form
+            + create("Person", 5, ["name": .string("e")])
+            + create("Person", 6, ["name": .string("f")])
+            + [set(6, [.key("done")], .bool(true))]                               // not the new object's: ends the run
+            + create("Person", 7, ["name": .string("g")])
+        let (back, wire) = try roundTrip(instructions)
+        XCTAssertEqual(back.instructions, instructions)
+        let forms = wire.map { value -> String in
+            guard case .object(let d) = value, case .string(let op)? = d["op"], case .string(let cls)? = d["class"] else { return "?" }
+            if case .list(let keys)? = d["primaryKeys"] { return "\(op) \(cls) \(keys.count)" }
+            return "\(op) \(cls)"
+        }
+        XCTAssertEqual(forms, ["creates Task 3", "create Task", "creates Person 2", "set Task", "create Person"])
+        guard case .object(let group) = wire[0] else { return XCTFail() }
+        XCTAssertEqual(group["fields"], .list([.string("name"), .string("done")]))
+        XCTAssertEqual(group["objects"], .list([.list([.string("a"), .bool(false)]), .list([.string("b"), .bool(true)]),
+                                                 .list([.string("c"), .null])]))
+    }
+
+    func testABadCreatesGroupIsRefusedWithWhatIsWrong() throws {
+        let good: [String: String] = ["class": #""Task""#, "fields": #"["name", "done"]"#, "primaryKeys": "[1, 2]",
+                                      "objects": #"[["a", true], ["b", false]]"#]
+        func instructions(_ changes: [String: String?]) throws -> [SyncInstruction] {
+            var merged = good
+            for (k, v) in changes { merged[k] = v }
+            let fields = merged.sorted { $0.key < $1.key }.map { "\"\($0.key)\": \($0.value)" }
+            let text = #"[{"op": "creates", "# + fields.joined(separator: ", ") + "}]"
+            guard case .list(let values) = try EJSON.parse(text) else { throw ProtocolError("not a list") }
+            return try SyncInstruction.instructions(wire: values)
+        }
+        XCTAssertEqual(try instructions([:]).map(\.op), [.create, .set, .set, .create, .set, .set])
+        let bad: [([String: String?], String)] = [
+            (["class": nil], "\"class\" must be a string"),
+            (["fields": #"["name", "name"]"#], "distinct property names"),
+            (["fields": #"["name", 2]"#], "distinct property names"),
+            (["fields": #""name""#], "\"fields\" must be an array"),
+            (["primaryKeys": "[1]"], "one primary key per object"),
+            (["objects": #"[["a", true], ["b"]]"#], "one value per field"),
+            (["objects": #"[["a", true], {"name": "b"}]"#], "one value per field"),
+        ]
+        for (change, message) in bad {
+            XCTAssertThrowsError(try instructions(change), "\(change)") { error in
+                XCTAssertTrue("\(error)".contains(message), "\(change): \(error)")
+            }
         }
     }
 

@@ -49,20 +49,25 @@ def wait_until(check: Callable[[], Any], seconds: float = 10,
 
 
 def download_instructions(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Every instruction of the `download` messages among `messages`, in order, with each
-    `upserts` group (a bootstrap's objects, docs/protocol.md) read as the upserts it stands for:
-    `{"op": "upsert", "class", "primaryKey", "object", "clock"}`."""
+    """Every instruction of the `download` messages among `messages`, in order, with each group
+    read as the instructions it stands for (docs/protocol.md): an `upserts` group (a bootstrap's
+    objects) as `{"op": "upsert", "class", "primaryKey", "object", "clock"}` each, a `creates`
+    group (new objects) as `{"op": "create", "class", "primaryKey", "object"}` each."""
     out: List[Dict[str, Any]] = []
     for m in messages:
         if m.get("type") != "download":
             continue
         for changeset in m["changesets"]:
             for i in changeset["instructions"]:
-                if i["op"] != "upserts":
+                if i["op"] == "upserts":
+                    key = i["fields"].index(i["key"])
+                    for row, clock in zip(i["objects"], i["clock"]):
+                        out.append({"op": "upsert", "class": i["class"], "primaryKey": row[key],
+                                    "object": dict(zip(i["fields"], row)), "clock": i["clocks"][clock]})
+                elif i["op"] == "creates":
+                    for pk, row in zip(i["primaryKeys"], i["objects"]):
+                        out.append({"op": "create", "class": i["class"], "primaryKey": pk,
+                                    "object": dict(zip(i["fields"], row))})
+                else:
                     out.append(i)
-                    continue
-                key = i["fields"].index(i["key"])
-                for row, clock in zip(i["objects"], i["clock"]):
-                    out.append({"op": "upsert", "class": i["class"], "primaryKey": row[key],
-                                "object": dict(zip(i["fields"], row)), "clock": i["clocks"][clock]})
     return out

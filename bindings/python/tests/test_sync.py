@@ -838,9 +838,28 @@ def test_forged_client_cannot_read_or_write_others_objects(rules_server: Server,
         assert (error["code"], error["session"]) == ("writeRejected", 1)
         assert [(w["class"], w["primaryKey"]) for w in error["compensatingWrites"]] == [
             ("Task", "y")]
+
+        # Two new objects in one `creates` group (docs/protocol.md): only the one that breaks
+        # the rule is refused; the other is stored.
+        conn.send(json.dumps({"type": "upload", "session": 1, "changesets": [{
+            "clientVersion": 3, "lastServerVersion": 0,
+            "clock": [int(time.time() * 1000), 2, 12345],
+            "instructions": [
+                {"op": "creates", "class": "Task", "fields": ["owner_id"],
+                 "primaryKeys": ["z1", "z2"], "objects": [[a_id], [b_id]]}]}]}))
+        got = receive(conn, lambda m: m["type"] == "uploadAck" and m["clientVersion"] == 3)
+        error = next(m for m in got if m["type"] == "error")
+        assert [(w["class"], w["primaryKey"]) for w in error["compensatingWrites"]] == [
+            ("Task", "z2")]
     download(rb)
     assert rb.get("Task", "x") is None and rb.get("Task", "y") is None
     assert ids(rb) == ["b1"]
+    alice = new_app(rules_server, tmp_path, "a", "owners").login(
+        atoll.Credentials.email_password("a@example.com", "secret-1"))
+    ra = open_all(alice, tmp_path / "alice.realm")
+    download(ra)
+    assert ids(ra) == ["z1"]
+    ra.close()
     rb.close()
     assert a_id != b_id
 
