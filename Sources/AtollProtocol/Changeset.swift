@@ -110,6 +110,28 @@ public struct ObjectID: Hashable, Sendable {
 
 extension SyncInstruction {
     public var objectID: ObjectID { ObjectID(className, primaryKey) }
+
+    /// Whether the instruction addresses the same object as `other`.
+    public func sameObject(as other: SyncInstruction) -> Bool {
+        className == other.className && primaryKey == other.primaryKey
+    }
+}
+
+extension Collection where Element == SyncInstruction {
+    /// The objects the instructions address, each once, in the order of their first
+    /// instruction. An object's instructions mostly come together, so only the first of each
+    /// run is looked up.
+    public var objectIDs: [ObjectID] {
+        var out = [ObjectID]()
+        var seen = Set<ObjectID>()
+        var previous: SyncInstruction?
+        for ins in self {
+            if let previous, ins.sameObject(as: previous) { continue }
+            previous = ins
+            if seen.insert(ins.objectID).inserted { out.append(ins.objectID) }
+        }
+        return out
+    }
 }
 
 extension Value {

@@ -51,7 +51,7 @@ struct Integration {
     /// Objects refused by the write rules, with the reason.
     var rejected: [CompensatingWrite] = []
     /// Every object the effects touched.
-    var touched: [ObjectID] { var seen = Set<ObjectID>(); return effects.map(\.objectID).filter { seen.insert($0).inserted } }
+    var touched: [ObjectID] { effects.objectIDs }
 }
 
 /// Integrates uploaded changesets into the server's store by the rules of SYNC.md: field writes
@@ -108,9 +108,7 @@ struct Integrator {
 
     func integrate(_ changeset: SyncChangeset) throws -> Integration {
         var denied = [ObjectID: String]()
-        var order = [ObjectID]()
-        var seen = Set<ObjectID>()
-        for ins in changeset.instructions where seen.insert(ins.objectID).inserted { order.append(ins.objectID) }
+        let order = changeset.instructions.objectIDs
         // Objects the user may not write as they are now.
         _ = try refused(order, &denied)
         // Apply what is left; refuse objects whose new state breaks the rules or that fail to
@@ -151,7 +149,7 @@ struct Integrator {
     /// something.
     private func applyAll(_ changeset: SyncChangeset, skipping denied: [ObjectID: String],
                           refusing: inout [ObjectID: String]) throws -> [SyncInstruction] {
-        let all = changeset.instructions.filter { denied[$0.objectID] == nil }
+        let all = denied.isEmpty ? changeset.instructions : changeset.instructions.filter { denied[$0.objectID] == nil }
         let clock = changeset.clock
         let fresh = try freshObjects(all, clock)
         var effects = [SyncInstruction]()

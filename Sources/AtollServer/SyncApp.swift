@@ -604,7 +604,7 @@ package final class SyncApp: @unchecked Sendable {
         var seen = Set<ObjectID>()
         for entry in try storage.history(after: cursor, excludingFile: s.file) {
             let cs = try SyncChangeset(wire: try EJSON.parse(entry.changeset))
-            for ins in cs.instructions where seen.insert(ins.objectID).inserted { touched.append(ins.objectID) }
+            for id in cs.instructions.objectIDs where seen.insert(id).inserted { touched.append(id) }
         }
         var texts = [String]()
         var metas = [String: ObjectMetadata]()
@@ -664,12 +664,14 @@ package final class SyncApp: @unchecked Sendable {
             var cs = try SyncChangeset(wire: item)
             guard cs.clientVersion > s.uploadCursor else { continue }
             // A large changeset arrives in parts: it is integrated once the last one is in.
-            if let partial = s.partial {
+            if var partial = s.partial {
+                // Taken out of the session first, so that the parts grow in place.
+                s.partial = nil
                 guard partial.clientVersion == cs.clientVersion else {
-                    s.partial = nil
                     throw SyncErrorMessage(.badMessage, "changeset \(partial.clientVersion) was not finished before \(cs.clientVersion)")
                 }
-                cs.instructions = partial.instructions + cs.instructions
+                partial.instructions.append(contentsOf: cs.instructions)
+                cs.instructions = partial.instructions
             }
             if case .object(let d) = item, d["more"] == .bool(true) {
                 guard cs.instructions.count <= 5_000_000 else {
@@ -785,7 +787,6 @@ package final class SyncApp: @unchecked Sendable {
     /// `originFile` names the uploading client file when it uploaded through another instance.
     func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session?, originFile: Int64? = nil) throws {
         let order = effects.order
-        let byObject = effects.byObject
         var keysByClass = [String: [Value]]()
         for id in order { keysByClass[id.className, default: []].append(id.primaryKey) }
         // Which touched objects exist now, per class.
@@ -796,12 +797,13 @@ package final class SyncApp: @unchecked Sendable {
         // Sessions with the same view share one query.
         var cache = [String: [ViewQuery: Set<String>]]()
         var metas = [String: ObjectMetadata]()
+        var objectTexts = [Int: [String]]()
         for s in sessions.values.flatMap(\.values) where s.ready {
             let isOrigin = s === origin || (originFile != nil && s.file == originFile)
             // What the session gets: objects' instructions as integrated, or other texts.
             var out = [Piece]()
             var whole = 0
-            for id in order {
+            for (index, id) in order.enumerated() {
                 let cls = id.className
                 let key = keyText(id.primaryKey)
                 let held = s.inView[cls]?.contains(key) ?? false
@@ -822,12 +824,12 @@ package final class SyncApp: @unchecked Sendable {
                     if isOrigin {
                         s.inView[cls, default: []].insert(key)
                     } else if held {
-                        out.append(.integrated(id))
+                        out.append(.integrated(index))
                         whole += 1
-                    } else if byObject[id]?.first?.op == .create {
+                    } else if effects.createdObject(at: index) {
                         // Created by this changeset (a create is an effect only when it made the
                         // object): its instructions are the whole object.
-                        out.append(.integrated(id))
+                        out.append(.integrated(index))
                         whole += 1
                         s.inView[cls, default: []].insert(key)
                     } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
@@ -846,9 +848,14 @@ package final class SyncApp: @unchecked Sendable {
                 // Everything, as integrated: the history's text.
                 sendChangeset(s, serverVersion: version, effects.changesetText)
             } else {
-                let texts = out.flatMap { piece -> [String] in
+                // Everything: the history's pieces; some: each object's own texts.
+                let texts = whole == order.count ? effects.pieces : out.flatMap { piece -> [String] in
                     switch piece {
-                    case .integrated(let id): return effects.texts[id] ?? []
+                    case .integrated(let index):
+                        if let known = objectTexts[index] { return known }
+                        let t = effects.texts(ofObjectAt: index)
+                        objectTexts[index] = t
+                        return t
                     case .text(let t): return [t]
                     }
                 }
@@ -871,14 +878,20 @@ package final class SyncApp: @unchecked Sendable {
         }
     }
 
-    /// An integrated changeset's effects grouped by object, each object's instructions encoded
-    /// once (folded, docs/protocol.md): the history's text and every session's download are
-    /// made of these texts.
+    /// An integrated changeset's effects grouped by object, in the order of each object's first
+    /// effect, and encoded once (docs/protocol.md: new objects fold into `creates` groups) in
+    /// pieces of about `pieceBytes`: the history's text, and the download of every session that
+    /// gets all of them. The texts of single objects are made only for a session that gets some
+    /// of the objects and not all.
     struct EncodedEffects {
+        /// The objects, in order.
         private(set) var order: [ObjectID] = []
-        private(set) var byObject: [ObjectID: [SyncInstruction]] = [:]
-        private(set) var texts: [ObjectID: [String]] = [:]
-        /// The size of all the texts.
+        /// The effects with each object's together, and the range of each object's (as `order`).
+        private var grouped: [SyncInstruction] = []
+        private var ranges: [Range<Int>] = []
+        /// The texts of runs of objects, in order: the history's instructions, comma-separated.
+        private(set) var pieces: [String] = []
+        /// The size of all the pieces.
         private(set) var bytes = 0
         /// The changeset's text, as the history keeps it.
         private(set) var changesetText = ""
@@ -891,24 +904,75 @@ package final class SyncApp: @unchecked Sendable {
             self.init(cs.instructions, serverVersion: cs.serverVersion, clock: cs.clock)
         }
 
-        init(_ effects: [SyncInstruction], serverVersion: UInt64, clock: Clock) {
-            for ins in effects {
-                if byObject[ins.objectID] == nil { order.append(ins.objectID) }
-                byObject[ins.objectID, default: []].append(ins)
+        init(_ effects: [SyncInstruction], serverVersion: UInt64, clock: Clock, pieceBytes: Int = 1 << 18) {
+            // Runs of one object's instructions; an object seen again after another's run makes
+            // the effects interleaved, and they are regrouped.
+            var position = [ObjectID: Int]()
+            var runs = [(object: Int, range: Range<Int>)]()
+            var interleaved = false
+            var start = effects.startIndex
+            while start < effects.endIndex {
+                var end = start + 1
+                while end < effects.endIndex, effects[end].sameObject(as: effects[start]) { end += 1 }
+                let id = effects[start].objectID
+                if let p = position[id] {
+                    runs.append((p, start..<end))
+                    interleaved = true
+                } else {
+                    position[id] = order.count
+                    order.append(id)
+                    runs.append((order.count - 1, start..<end))
+                }
+                start = end
             }
-            for id in order {
-                let t = SyncInstruction.wireValues(byObject[id] ?? []).map(Wire.encode)
-                bytes += t.reduce(0) { $0 + $1.utf8.count + 1 }
-                texts[id] = t
+            if interleaved {
+                var offset = 0
+                var byObject = [[Range<Int>]](repeating: [], count: order.count)
+                for run in runs { byObject[run.object].append(run.range) }
+                grouped.reserveCapacity(effects.count)
+                for objectRuns in byObject {
+                    for r in objectRuns { grouped += effects[r] }
+                    ranges.append(offset..<grouped.count)
+                    offset = grouped.count
+                }
+            } else {
+                grouped = effects
+                ranges = runs.map(\.range)
+            }
+            // Pieces: runs of objects of about 4,096 instructions, halved while too large.
+            var first = 0
+            while first < order.count {
+                var last = first
+                while last + 1 < order.count, ranges[last + 1].upperBound - ranges[first].lowerBound <= 4_096 { last += 1 }
+                var count = last - first + 1
+                while true {
+                    let text = SyncInstruction.wireValues(grouped[ranges[first].lowerBound..<ranges[first + count - 1].upperBound])
+                        .map(Wire.encode).joined(separator: ",")
+                    if text.utf8.count > pieceBytes, count > 1 {
+                        count /= 2
+                        continue
+                    }
+                    pieces.append(text)
+                    bytes += text.utf8.count + 1
+                    break
+                }
+                first += count
             }
             changesetText = "{\"serverVersion\":\(serverVersion),\"clock\":" + Wire.encode(clock.value) + ",\"instructions\":["
-                + order.flatMap { texts[$0] ?? [] }.joined(separator: ",") + "]}"
+                + pieces.joined(separator: ",") + "]}"
         }
+
+        /// Whether the effects of the object at `index` (in `order`) created it.
+        func createdObject(at index: Int) -> Bool { grouped[ranges[index].lowerBound].op == .create }
+
+        /// The texts of the object at `index` (in `order`) alone.
+        func texts(ofObjectAt index: Int) -> [String] { SyncInstruction.wireValues(grouped[ranges[index]]).map(Wire.encode) }
     }
 
     /// A part of a session's download: an object's instructions as integrated, or a text.
     private enum Piece {
-        case integrated(ObjectID)
+        /// The object at this index of the effects' order.
+        case integrated(Int)
         case text(String)
     }
 

@@ -408,4 +408,41 @@ final class IntegratorTests: XCTestCase {
             XCTAssertThrowsError(try SyncChangeset(wire: try EJSON.parse(bad)), bad)
         }
     }
+
+    // MARK: - Encoded effects (the history's text and the downloads)
+
+    func testEffectsAreGroupedByObjectAndEncodedInPiecesAndAlone() throws {
+        func set(_ pk: Int64, _ name: String, _ value: Value) -> SyncInstruction {
+            SyncInstruction(.set, "Task", .int(pk), path: [.key(name)], value: value)
+        }
+        let t1 = [SyncInstruction(.create, "Task", .int(1)), set(1, "name", .string("a"))]
+        let t2 = [set(2, "name", .string("b"))]
+        let t1Later = [set(1, "done", .bool(true))]
+        let news = (3...8).flatMap { [SyncInstruction(.create, "Task", .int($0)), set($0, "name", .string("n\($0)"))] }
+        let effects = t1 + t2 + t1Later + news     // the first object's instructions interleaved with the second's
+        let byObject = t1 + t1Later + t2 + news
+        let clock = Clock(milliseconds: 1_764_489_600_000, node: 3)
+        func decoded(_ instructionTexts: [String]) throws -> [SyncInstruction] {
+            try SyncChangeset(wire: EJSON.parse(#"{"clock": [1, 0, 1], "instructions": ["# + instructionTexts.joined(separator: ",") + "]}"))
+                .instructions
+        }
+        for pieceBytes in [1 << 18, 60] {
+            let encoded = SyncApp.EncodedEffects(effects, serverVersion: 7, clock: clock, pieceBytes: pieceBytes)
+            XCTAssertEqual(encoded.order.map(\.primaryKey), (1...8).map { .int(Int64($0)) })
+            XCTAssertEqual((0..<8).map { encoded.createdObject(at: $0) }, [true, false, true, true, true, true, true, true])
+            XCTAssertEqual(try decoded(encoded.texts(ofObjectAt: 0)), t1 + t1Later)
+            XCTAssertEqual(try decoded(encoded.texts(ofObjectAt: 1)), t2)
+            XCTAssertEqual(try decoded(encoded.pieces), byObject)
+            let history = try SyncChangeset(wire: EJSON.parse(encoded.changesetText))
+            XCTAssertEqual(history.instructions, byObject)
+            XCTAssertEqual(history.serverVersion, 7)
+            XCTAssertEqual(encoded.bytes, encoded.pieces.reduce(0) { $0 + $1.utf8.count + 1 })
+            if pieceBytes == 60 {
+                XCTAssertGreaterThan(encoded.pieces.count, 2, "small pieces: the objects are split among them")
+            } else {
+                XCTAssertEqual(encoded.pieces.count, 1)
+                XCTAssertTrue(encoded.changesetText.contains(#""op":"creates""#), "the new objects travel as a group")
+            }
+        }
+    }
 }
