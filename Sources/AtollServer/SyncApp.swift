@@ -794,6 +794,7 @@ package final class SyncApp: @unchecked Sendable {
         for (cls, keys) in keysByClass {
             live[cls] = try matching(cls, ViewQuery(text: "TRUEPREDICATE", arguments: []), among: keys)
         }
+        let keys = order.map { keyText($0.primaryKey) }
         // Sessions with the same view share one query.
         var cache = [String: [ViewQuery: Set<String>]]()
         var metas = [String: ObjectMetadata]()
@@ -803,44 +804,61 @@ package final class SyncApp: @unchecked Sendable {
             // What the session gets: objects' instructions as integrated, or other texts.
             var out = [Piece]()
             var whole = 0
-            for (index, id) in order.enumerated() {
-                let cls = id.className
-                let key = keyText(id.primaryKey)
-                let held = s.inView[cls]?.contains(key) ?? false
-                guard let view = s.views[cls] else { continue }
-                if live[cls]?.contains(key) != true {
-                    if held {
-                        s.inView[cls]?.remove(key)
-                        if !isOrigin { out.append(.text(Wire.encode(SyncInstruction(.erase, cls, id.primaryKey).wireValue))) }
+            // The session's view of a class, which touched objects of the class it holds and
+            // which it may see: looked up once for each run of a class's objects, the held
+            // objects taken out of the session while the run lasts.
+            var run: (cls: String, inView: Bool, visible: Set<String>)?
+            var held = Set<String>()
+            func endRun() {
+                if let run, run.inView, !held.isEmpty { s.inView[run.cls] = held }
+                held = []
+            }
+            do {
+                defer { endRun() }
+                for (index, id) in order.enumerated() {
+                    let cls = id.className
+                    if run?.cls != cls {
+                        endRun()
+                        run = (cls, false, [])
+                        guard let view = s.views[cls] else { continue }
+                        let visible: Set<String>
+                        if let known = cache[cls]?[view] { visible = known } else {
+                            visible = try matching(cls, view, among: keysByClass[cls] ?? [])
+                            cache[cls, default: [:]][view] = visible
+                        }
+                        held = s.inView.removeValue(forKey: cls) ?? []
+                        held.reserveCapacity(held.count + (keysByClass[cls]?.count ?? 0))
+                        run = (cls, true, visible)
                     }
-                    continue
-                }
-                let visible: Set<String>
-                if let known = cache[cls]?[view] { visible = known } else {
-                    visible = try matching(cls, view, among: keysByClass[cls] ?? [])
-                    cache[cls, default: [:]][view] = visible
-                }
-                if visible.contains(key) {
-                    if isOrigin {
-                        s.inView[cls, default: []].insert(key)
-                    } else if held {
-                        out.append(.integrated(index))
-                        whole += 1
-                    } else if effects.createdObject(at: index) {
-                        // Created by this changeset (a create is an effect only when it made the
-                        // object): its instructions are the whole object.
-                        out.append(.integrated(index))
-                        whole += 1
-                        s.inView[cls, default: []].insert(key)
-                    } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
-                        let meta = try metas[cls] ?? ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? [])
-                        metas[cls] = meta
-                        out.append(.text(Wire.encode(meta.upsert(cls, id.primaryKey, key, doc).wireValue)))
-                        s.inView[cls, default: []].insert(key)
+                    guard let visible = run?.visible, run?.inView == true else { continue }
+                    let key = keys[index]
+                    if live[cls]?.contains(key) != true {
+                        if held.remove(key) != nil, !isOrigin {
+                            out.append(.text(Wire.encode(SyncInstruction(.erase, cls, id.primaryKey).wireValue)))
+                        }
+                        continue
                     }
-                } else if held {
-                    s.inView[cls]?.remove(key)
-                    out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
+                    if visible.contains(key) {
+                        if isOrigin {
+                            held.insert(key)
+                        } else if held.contains(key) {
+                            out.append(.integrated(index))
+                            whole += 1
+                        } else if effects.createdObject(at: index) {
+                            // Created by this changeset (a create is an effect only when it made the
+                            // object): its instructions are the whole object.
+                            out.append(.integrated(index))
+                            whole += 1
+                            held.insert(key)
+                        } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
+                            let meta = try metas[cls] ?? ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? [])
+                            metas[cls] = meta
+                            out.append(.text(Wire.encode(meta.upsert(cls, id.primaryKey, key, doc).wireValue)))
+                            held.insert(key)
+                        }
+                    } else if held.remove(key) != nil {
+                        out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
+                    }
                 }
             }
             guard !out.isEmpty else { continue }

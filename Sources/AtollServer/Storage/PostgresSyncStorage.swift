@@ -148,7 +148,7 @@ final class PostgresSyncStorage: SyncStorage {
     func catchUp(_ app: SyncApp) throws {
         try connected { db in
             // One snapshot: the newest version and the objects as they are at it.
-            try db.transaction("REPEATABLE READ READ ONLY") { try fetch(app, db) }
+            _ = try db.transaction("REPEATABLE READ READ ONLY") { try fetch(app, db) }
         }
     }
 
