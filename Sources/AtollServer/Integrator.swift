@@ -89,6 +89,12 @@ struct Integrator {
 
     /// Which of `ids` the user may not write as they are now: existing objects only.
     private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String]) throws -> Bool {
+        var live = [String: Set<String>]()
+        return try refused(ids, &denied, live: &live)
+    }
+
+    /// The same, and the keys (as text) of those that exist go into `live`, per class.
+    private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String], live: inout [String: Set<String>]) throws -> Bool {
         var byClass = [String: [Value]]()
         for id in ids where denied[id] == nil { byClass[id.className, default: []].append(id.primaryKey) }
         var any = false
@@ -99,6 +105,7 @@ struct Integrator {
                 any = true
                 continue
             }
+            live[cls, default: []].formUnion(existing.map(keyText))
             guard !existing.isEmpty else { continue }
             let reasons = try mayWrite(cls, existing)
             for k in existing { if let r = reasons[keyText(k)] { denied[ObjectID(cls, k)] = r; any = true } }
@@ -109,8 +116,9 @@ struct Integrator {
     func integrate(_ changeset: SyncChangeset) throws -> Integration {
         var denied = [ObjectID: String]()
         let order = changeset.instructions.objectIDs
-        // Objects the user may not write as they are now.
-        _ = try refused(order, &denied)
+        // Objects the user may not write as they are now (and which exist).
+        var live = [String: Set<String>]()
+        _ = try refused(order, &denied, live: &live)
         // Apply what is left; refuse objects whose new state breaks the rules or that fail to
         // apply, and try again without them (each round refuses at least one more object).
         while true {
@@ -118,7 +126,7 @@ struct Integrator {
             var result = Integration()
             var refusedNow = false
             do {
-                result.effects = try applyAll(changeset, skipping: denied, refusing: &denied)
+                result.effects = try applyAll(changeset, live: live, skipping: denied, refusing: &denied)
             } catch let failure as RefusedObject {
                 denied[failure.id] = failure.reason
                 refusedNow = true
@@ -146,12 +154,12 @@ struct Integrator {
     }
 
     /// Applies the instructions of the objects not refused, in order; returns those that changed
-    /// something.
-    private func applyAll(_ changeset: SyncChangeset, skipping denied: [ObjectID: String],
+    /// something. `live` names the objects that exist before (keys as text, per class).
+    private func applyAll(_ changeset: SyncChangeset, live: [String: Set<String>], skipping denied: [ObjectID: String],
                           refusing: inout [ObjectID: String]) throws -> [SyncInstruction] {
         let all = denied.isEmpty ? changeset.instructions : changeset.instructions.filter { denied[$0.objectID] == nil }
         let clock = changeset.clock
-        let fresh = try freshObjects(all, clock)
+        let fresh = try freshObjects(all, clock, live: live)
         var effects = [SyncInstruction]()
         var batch = [(doc: Document, block: ArraySlice<SyncInstruction>)]()
         var batchClass = ""
@@ -211,14 +219,15 @@ struct Integrator {
         }
     }
 
-    /// The objects the changeset creates that do not exist and have no newer erase.
-    private func freshObjects(_ instructions: [SyncInstruction], _ clock: Clock) throws -> Set<ObjectID> {
+    /// The objects the changeset creates that do not exist (are not in `live`) and have no newer
+    /// erase.
+    private func freshObjects(_ instructions: [SyncInstruction], _ clock: Clock, live: [String: Set<String>]) throws -> Set<ObjectID> {
         var byClass = [String: [Value]]()
         for ins in instructions where ins.op == .create { byClass[ins.className, default: []].append(ins.primaryKey) }
         var out = Set<ObjectID>()
         for (cls, keys) in byClass {
             guard (try? primaryKeyName(cls)) != nil else { continue }
-            let live = Set((try? store.primaryKeys(cls, among: keys))?.map(keyText) ?? [])
+            let live = live[cls] ?? []
             var erased = [String: Clock]()
             try store.withMetadata { sql in
                 for start in stride(from: 0, to: keys.count, by: 500) {

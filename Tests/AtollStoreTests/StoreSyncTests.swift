@@ -27,4 +27,20 @@ final class StoreSyncTests: XCTestCase {
         XCTAssertEqual(Set(try store.primaryKeys("Tag", among: (0..<2_000).map { .string("k\($0)") } + [.string("b")])), [.string("b")])
         XCTAssertEqual(try store.primaryKeys("Tag").count, 2)
     }
+
+    func testPrimaryKeysAmongKeysLeaveNothingBehindForTheNextLookUp() throws {
+        let schema = Schema([ObjectSchema(name: "Item", primaryKey: "_id", properties: [Property(name: "_id", type: .int)])])
+        let store = try Store(Configuration(path: temporaryRealmPath(), schema: schema))
+        defer { store.close() }
+        try store.write { _ = try store.createMany("Item", (0..<3_000).map { ["_id": .int(Int64($0 * 2))] }) }
+        // Each count in turn, around the sizes of the prepared look-ups (8, 64, 500 keys a
+        // statement): a key of one look-up must not match in the next.
+        for count in [1, 8, 9, 64, 65, 500, 501, 1_000, 3, 1] {
+            let keys = (0..<count).map { Value.int(Int64(1 + 2 * $0)) }          // odd: none exist
+            XCTAssertEqual(try store.primaryKeys("Item", among: keys), [], "\(count) odd keys")
+            let even = (0..<count).map { Value.int(Int64(2 * $0)) }
+            XCTAssertEqual(try store.primaryKeys("Item", among: even), even, "\(count) even keys")
+        }
+        XCTAssertEqual(try store.primaryKeys("Item", among: [.int(2), .int(2), .int(3)]), [.int(2)], "a key named twice comes once")
+    }
 }
