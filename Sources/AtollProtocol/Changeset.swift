@@ -32,24 +32,48 @@ public enum SyncOp: String, Sendable, CaseIterable {
 
 /// One instruction of a sync changeset: a change-log instruction with list positions named by
 /// element identities, or (downloads only) an upsert or eviction of a whole object.
+///
+/// What only some instructions carry (list identities, an upsert's object and clocks) lives in
+/// one box shared by copies until one of them changes it: integration copies instructions often,
+/// and most are creates and sets, for which a copy is then a few words and no box at all.
 public struct SyncInstruction: Hashable, Sendable {
     public var op: SyncOp
     public var className: String
     public var primaryKey: Value
     public var path: [PathElement] = []
     public var value: Value?
+    private var extras: Extras?
+
     /// listInsert, listErase, listSet: the element; listInsert: `after` is its predecessor (nil:
     /// at the front).
-    public var element: ElementID?
-    public var after: ElementID?
+    public var element: ElementID? {
+        get { extras?.element }
+        set { extrasForWriting.element = newValue }
+    }
+    public var after: ElementID? {
+        get { extras?.after }
+        set { extrasForWriting.after = newValue }
+    }
     /// upsert: the object, the clock of most of its fields, the fields whose clock differs, and
     /// the sequence of each list property (its elements' identities, erased ones included, and
     /// its clear watermark: what a device needs to place its own pending inserts as the server
     /// will).
-    public var object: Document?
-    public var clock: Clock?
-    public var fieldClocks: [String: Clock] = [:]
-    public var lists: [String: ListSequence] = [:]
+    public var object: Document? {
+        get { extras?.object }
+        set { extrasForWriting.object = newValue }
+    }
+    public var clock: Clock? {
+        get { extras?.clock }
+        set { extrasForWriting.clock = newValue }
+    }
+    public var fieldClocks: [String: Clock] {
+        get { extras?.fieldClocks ?? [:] }
+        _modify { yield &extrasForWriting.fieldClocks }
+    }
+    public var lists: [String: ListSequence] {
+        get { extras?.lists ?? [:] }
+        _modify { yield &extrasForWriting.lists }
+    }
 
     public init(_ op: SyncOp, _ className: String, _ primaryKey: Value, path: [PathElement] = [], value: Value? = nil,
                 element: ElementID? = nil, after: ElementID? = nil) {
@@ -58,8 +82,61 @@ public struct SyncInstruction: Hashable, Sendable {
         self.primaryKey = primaryKey
         self.path = path
         self.value = value
-        self.element = element
-        self.after = after
+        if element != nil || after != nil {
+            self.element = element
+            self.after = after
+        }
+    }
+
+    /// The box, made or copied first so that this instruction alone holds it.
+    private var extrasForWriting: Extras {
+        mutating get {
+            if let extras, isKnownUniquelyReferenced(&self.extras) { return extras }
+            let fresh = extras.map(Extras.init(copying:)) ?? Extras()
+            extras = fresh
+            return fresh
+        }
+    }
+
+    public static func == (a: SyncInstruction, b: SyncInstruction) -> Bool {
+        a.op == b.op && a.className == b.className && a.primaryKey == b.primaryKey && a.path == b.path && a.value == b.value
+            && a.element == b.element && a.after == b.after && a.object == b.object && a.clock == b.clock
+            && a.fieldClocks == b.fieldClocks && a.lists == b.lists
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(op)
+        hasher.combine(className)
+        hasher.combine(primaryKey)
+        hasher.combine(path)
+        hasher.combine(value)
+        hasher.combine(element)
+        hasher.combine(after)
+        hasher.combine(object)
+        hasher.combine(clock)
+        hasher.combine(fieldClocks)
+        hasher.combine(lists)
+    }
+
+    /// The fields few instructions carry. Changed only while one instruction alone holds it.
+    private final class Extras: @unchecked Sendable {
+        var element: ElementID?
+        var after: ElementID?
+        var object: Document?
+        var clock: Clock?
+        var fieldClocks: [String: Clock] = [:]
+        var lists: [String: ListSequence] = [:]
+
+        init() {}
+
+        init(copying other: Extras) {
+            element = other.element
+            after = other.after
+            object = other.object
+            clock = other.clock
+            fieldClocks = other.fieldClocks
+            lists = other.lists
+        }
     }
 
     /// The property the instruction changes (the first path element), if any.
@@ -117,18 +194,19 @@ extension SyncInstruction {
     }
 }
 
-extension Collection where Element == SyncInstruction {
+extension Array where Element == SyncInstruction {
     /// The objects the instructions address, each once, in the order of their first
     /// instruction. An object's instructions mostly come together, so only the first of each
-    /// run is looked up.
+    /// run is looked up. (On arrays, not any collection: a generic property used from another
+    /// module runs unspecialized.)
     public var objectIDs: [ObjectID] {
         var out = [ObjectID]()
         var seen = Set<ObjectID>()
-        var previous: SyncInstruction?
-        for ins in self {
-            if let previous, ins.sameObject(as: previous) { continue }
-            previous = ins
-            if seen.insert(ins.objectID).inserted { out.append(ins.objectID) }
+        var first = 0
+        for i in indices where i == first || !self[i].sameObject(as: self[first]) {
+            first = i
+            let id = self[i].objectID
+            if seen.insert(id).inserted { out.append(id) }
         }
         return out
     }
@@ -187,10 +265,11 @@ extension SyncInstruction {
         var sets = [String: [Value]]()
         var dictionaries = [String: Document]()
         for ins in block.dropFirst() {
-            guard ins.objectID == first.objectID, let property = ins.property else { return nil }
+            guard ins.sameObject(as: first), let property = ins.property else { return nil }
             switch ins.op {
             case .set where ins.path.count == 1:
-                if lists[property] != nil || sets[property] != nil || dictionaries[property] != nil { return nil }
+                if !(lists.isEmpty && sets.isEmpty && dictionaries.isEmpty),
+                   lists[property] != nil || sets[property] != nil || dictionaries[property] != nil { return nil }
                 doc[property] = ins.value ?? .null
             case .listInsert where ins.path.count == 1:
                 guard ins.after == lastElement[property], let e = ins.element else { return nil }

@@ -191,7 +191,11 @@ extension SyncInstruction {
     /// `creates` group: the names once, each object an array of values (docs/protocol.md,
     /// "Instructions"). What a new object costs on the wire, once. `instructions(wire:)`
     /// unfolds them into the same instructions, in the same order.
-    public static func wireValues<C: Collection<SyncInstruction>>(_ instructions: C) -> [Value] {
+    public static func wireValues(_ instructions: [SyncInstruction]) -> [Value] { wireValues(instructions[...]) }
+
+    /// The same, for a part of an array. (Concrete types, not a generic collection: a generic
+    /// function called from another module runs unspecialized, several times slower.)
+    public static func wireValues(_ instructions: ArraySlice<SyncInstruction>) -> [Value] {
         var out = [Value]()
         out.reserveCapacity(instructions.count)
         var run = CreateRun()

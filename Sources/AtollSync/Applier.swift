@@ -145,7 +145,7 @@ struct Applier {
                 }
                 if ins.op == .create {
                     var j = i + 1
-                    while j < instructions.endIndex, instructions[j].0.objectID == ins.objectID,
+                    while j < instructions.endIndex, instructions[j].0.sameObject(as: ins),
                           instructions[j].0.op != .create, instructions[j].0.op != .erase { j += 1 }
                     let block = instructions[i..<j].map(\.0)
                     if let doc = SyncInstruction.wholeObject(block[...], primaryKey: pkName), !hasLinkValues(ins.className, doc) {
