@@ -15,6 +15,8 @@ import Foundation
 
 let n = Int(ProcessInfo.processInfo.environment["BENCH_SYNC_N"] ?? "") ?? 100_000
 let samples = Int(ProcessInfo.processInfo.environment["BENCH_SYNC_SAMPLES"] ?? "") ?? 300
+/// T': the objects per transaction (0: T' is left out).
+let batch = Int(ProcessInfo.processInfo.environment["BENCH_SYNC_BATCH"] ?? "") ?? 1_000
 
 
 
@@ -91,6 +93,11 @@ func percentile(_ p: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sort
 
 // MARK: - T: N objects from A, integrated, fanned out and applied on B
 
+func metric(_ name: String) -> Double {
+    server.metrics.prometheus().split(separator: "\n")
+        .first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
+}
+
 let before = try b.objects("Item").count()
 let tStart = now()
 try a.write {
@@ -104,6 +111,7 @@ _ = try b.refresh()
 let tEnd = now()
 let got = try b.objects("Item").count() - before
 guard got == n else { fail("client B has \(got) of \(n) objects") }
+let integrationSeconds = metric("atoll_integration_seconds_sum")
 
 // MARK: - B: bootstrap of everything to a new client
 
@@ -112,6 +120,30 @@ let (sessionC, c) = try client("c")
 let bEnd = now()
 let bootstrapped = try c.objects("Item").count()
 guard bootstrapped == n + samples else { fail("the new client has \(bootstrapped) of \(n + samples) objects") }
+
+// MARK: - T in transactions: the same N objects written in transactions of `batch`
+
+sessionC.release()
+c.close()
+var t2Start = 0.0, t2Committed = 0.0, t2End = 0.0
+if batch > 0 {
+    let before2 = try b.objects("Item").count()
+    t2Start = now()
+    for first in stride(from: 0, to: n, by: batch) {
+        try a.write {
+            _ = try a.createMany("Item", (first..<min(first + batch, n)).map { i in
+                ["_id": .int(Int64(10_000_000 + i)), "name": .string("item-\(i)"), "age": .int(Int64(i % 100))]
+            })
+        }
+    }
+    t2Committed = now()
+    try sessionA.waitForUpload(timeout: 600)
+    try sessionB.waitForDownload(timeout: 600)
+    _ = try b.refresh()
+    t2End = now()
+    let got2 = try b.objects("Item").count() - before2
+    guard got2 == n else { fail("client B has \(got2) of \(n) objects written in transactions") }
+}
 
 // MARK: - Raw SQLite, same rows
 
@@ -136,22 +168,17 @@ let rEnd = now()
 sqlite3_close(db)
 
 let throughput = Double(n) / (tEnd - tStart)
-func metric(_ name: String) -> Double {
-    server.metrics.prometheus().split(separator: "\n")
-        .first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
-}
-let integrationSeconds = metric("atoll_integration_seconds_sum")
 print("""
 sync over loopback (one process: server + 3 clients), N = \(n), \(samples) latency samples
   L  commit on A -> B's observer       p50 \(String(format: "%.2f", percentile(0.5))) ms   p99 \(String(format: "%.2f", percentile(0.99))) ms   max \(String(format: "%.2f", sorted.last ?? 0)) ms
   T  \(n) objects A -> server -> B     \(String(format: "%.2f", tEnd - tStart)) s = \(Int(throughput)) objects/s  (commit \(String(format: "%.2f", committed - tStart)) s, upload+integrate \(String(format: "%.2f", uploaded - committed)) s, fan-out+apply \(String(format: "%.2f", tEnd - uploaded)) s; server integration in all: \(String(format: "%.2f", integrationSeconds)) s)
+\(batch == 0 ? "  T' left out (BENCH_SYNC_BATCH=0)" : "  T' the same in transactions of \(batch)  \(String(format: "%.2f", t2End - t2Start)) s = \(Int(Double(n) / (t2End - t2Start))) objects/s  (the last commit at \(String(format: "%.2f", t2Committed - t2Start)) s)")
   B  bootstrap of \(n + samples) objects     \(String(format: "%.2f", bEnd - bStart)) s = \(Int(Double(n + samples) / (bEnd - bStart))) objects/s (login, open, download, apply; the server sent \(Int(metric("atoll_bootstrap_objects_total"))) objects in \(Int(metric("atoll_bootstraps_total"))) bootstraps in all)
   raw SQLite: \(n) rows in one transaction  \(String(format: "%.3f", rEnd - rStart)) s; T takes \(String(format: "%.1f", (tEnd - tStart) / (rEnd - rStart)))x that
 """)
 sessionA.release()
 sessionB.release()
-sessionC.release()
-a.close(); b.close(); c.close()
+a.close(); b.close()
 let stopped = DispatchSemaphore(value: 0)
 Task.detached { await server.shutdown(); stopped.signal() }
 stopped.wait()
