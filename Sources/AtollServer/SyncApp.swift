@@ -479,17 +479,21 @@ package final class SyncApp: @unchecked Sendable {
             guard let role = configuration.rules.role(cls, for: s.user) else { continue }
             var text = ""
             var arguments = [Value]()
-            for sub in subs {
+            // A subscription to the whole class makes the others moot; the view is then plain
+            // TRUEPREDICATE, which `matching` answers without a query.
+            let whole = subs.contains { $0.query.trimmingCharacters(in: .whitespaces).uppercased() == "TRUEPREDICATE" }
+            for sub in subs where !whole {
                 let shifted = QueryText.shiftArguments(sub.query, by: arguments.count)
                 text += (text.isEmpty ? "" : " OR ") + "(\(shifted))"
                 arguments += sub.arguments
             }
+            if whole { text = "TRUEPREDICATE" }
             switch role.read.kind {
             case .never: continue
             case .always: break
             case .query:
                 guard let (read, readArgs) = role.read.bound(to: s.user) else { continue }
-                text = "(\(text)) AND (\(QueryText.shiftArguments(read, by: arguments.count)))"
+                text = whole ? read : "(\(text)) AND (\(QueryText.shiftArguments(read, by: arguments.count)))"
                 arguments += readArgs
             }
             views[cls] = ViewQuery(text: text, arguments: arguments)
@@ -822,7 +826,9 @@ package final class SyncApp: @unchecked Sendable {
                         run = (cls, false, [])
                         guard let view = s.views[cls] else { continue }
                         let visible: Set<String>
-                        if let known = cache[cls]?[view] { visible = known } else {
+                        if view.text == "TRUEPREDICATE" {
+                            visible = live[cls] ?? []
+                        } else if let known = cache[cls]?[view] { visible = known } else {
                             visible = try matching(cls, view, among: keysByClass[cls] ?? [])
                             cache[cls, default: [:]][view] = visible
                         }

@@ -363,6 +363,43 @@ final class SyncRulesTests: XCTestCase {
         XCTAssertEqual(try w.objects("Task").count(), 10)
     }
 
+    func testASubscriptionToTheWholeClassBesideANarrowerOneHoldsEverythingUntilItGoes() throws {
+        let h = try SyncHarness()
+        let appA = try h.app("a"), appB = try h.app("b")
+        let writer = try runToCompletion { try await appA.login(.anonymous) }
+        let reader = try runToCompletion { try await appB.login(.anonymous) }
+        let (sw, w) = try h.open(writer, "w.realm", subscriptions: [QuerySubscription(name: "all", className: "Task")])
+        let (sr, r) = try h.open(reader, "r.realm", subscriptions: [
+            QuerySubscription(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)]),
+            QuerySubscription(name: "every", className: "Task", query: "TRUEPREDICATE"),
+        ])
+        defer { sw.release(); sr.release() }
+        try sw.waitForInitialDownload(timeout: 10)
+        try w.write {
+            for i in 0..<10 { _ = try w.create("Task", ["_id": .string("t\(i)"), "priority": .int(Int64(i))]) }
+        }
+        try sw.waitForUpload(timeout: 10)
+        try sr.waitForInitialDownload(timeout: 10)
+        try sr.waitForDownload(timeout: 10)
+        _ = try r.refresh()
+        XCTAssertEqual(try r.objects("Task").count(), 10, "the whole class, whatever the other query")
+        // Live: a low-priority object arrives too, and a change that leaves "high" keeps it.
+        try w.write {
+            _ = try w.create("Task", ["_id": .string("low"), "priority": .int(0)])
+            _ = try w.create("Task", ["_id": .string("t9"), "priority": .int(1)], update: .modified)
+        }
+        try sw.waitForUpload(timeout: 10)
+        try sr.waitForDownload(timeout: 10)
+        _ = try r.refresh()
+        XCTAssertEqual(try r.objects("Task").count(), 11)
+        XCTAssertEqual(try r.object("Task", primaryKey: .string("t9"))?["priority"], .int(1))
+        // Without it, the narrower query alone: the rest is evicted.
+        let v2 = try sr.updateSubscriptions { set in set.removeAll { $0.name == "every" } }
+        try sr.waitForSubscriptions(version: v2, timeout: 10)
+        _ = try r.refresh()
+        XCTAssertEqual(try r.objects("Task").documents().compactMap { $0["_id"]?.stringValue }.sorted(), ["t6", "t7", "t8"])
+    }
+
     func testOfflineWritesUploadOnResumeAndSurviveRestarts() throws {
         let h = try SyncHarness()
         let appA = try h.app("a"), appB = try h.app("b")
