@@ -316,21 +316,31 @@ final class SyncRulesTests: XCTestCase {
         XCTAssertTrue(progress.allSatisfy { $0.1 == 800 } && zip(progress, progress.dropFirst()).allSatisfy { $0.0 < $1.0 }, "\(events)")
     }
 
-    func testSubscriptionChangesBootstrapAndEvict() throws {
-        let h = try SyncHarness()
+    /// A writer subscribed to every Task, which writes t0…t9 (priority 0…9), and a reader with
+    /// `subscriptions` that has downloaded what they hold.
+    private func writerAndReader(_ h: SyncHarness, reader subscriptions: [QuerySubscription])
+        throws -> (sw: SyncSession, w: Store, sr: SyncSession, r: Store) {
         let appA = try h.app("a"), appB = try h.app("b")
         let writer = try runToCompletion { try await appA.login(.anonymous) }
         let reader = try runToCompletion { try await appB.login(.anonymous) }
         let (sw, w) = try h.open(writer, "w.realm", subscriptions: [QuerySubscription(name: "all", className: "Task")])
-        let (sr, r) = try h.open(reader, "r.realm", subscriptions: [QuerySubscription(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)])])
-        defer { sw.release(); sr.release() }
+        let (sr, r) = try h.open(reader, "r.realm", subscriptions: subscriptions)
         try sw.waitForInitialDownload(timeout: 10)
         try w.write {
             for i in 0..<10 { _ = try w.create("Task", ["_id": .string("t\(i)"), "priority": .int(Int64(i))]) }
         }
         try sw.waitForUpload(timeout: 10)
         try sr.waitForInitialDownload(timeout: 10)
+        try sr.waitForDownload(timeout: 10)
         _ = try r.refresh()
+        return (sw, w, sr, r)
+    }
+
+    func testSubscriptionChangesBootstrapAndEvict() throws {
+        let h = try SyncHarness()
+        let (sw, w, sr, r) = try writerAndReader(h, reader: [
+            QuerySubscription(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)])])
+        defer { sw.release(); sr.release() }
         XCTAssertEqual(try r.objects("Task").count(), 4)
         // Widening the query bootstraps the new objects.
         let v2 = try sr.updateSubscriptions { set in
@@ -365,23 +375,11 @@ final class SyncRulesTests: XCTestCase {
 
     func testASubscriptionToTheWholeClassBesideANarrowerOneHoldsEverythingUntilItGoes() throws {
         let h = try SyncHarness()
-        let appA = try h.app("a"), appB = try h.app("b")
-        let writer = try runToCompletion { try await appA.login(.anonymous) }
-        let reader = try runToCompletion { try await appB.login(.anonymous) }
-        let (sw, w) = try h.open(writer, "w.realm", subscriptions: [QuerySubscription(name: "all", className: "Task")])
-        let (sr, r) = try h.open(reader, "r.realm", subscriptions: [
+        let (sw, w, sr, r) = try writerAndReader(h, reader: [
             QuerySubscription(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)]),
             QuerySubscription(name: "every", className: "Task", query: "TRUEPREDICATE"),
         ])
         defer { sw.release(); sr.release() }
-        try sw.waitForInitialDownload(timeout: 10)
-        try w.write {
-            for i in 0..<10 { _ = try w.create("Task", ["_id": .string("t\(i)"), "priority": .int(Int64(i))]) }
-        }
-        try sw.waitForUpload(timeout: 10)
-        try sr.waitForInitialDownload(timeout: 10)
-        try sr.waitForDownload(timeout: 10)
-        _ = try r.refresh()
         XCTAssertEqual(try r.objects("Task").count(), 10, "the whole class, whatever the other query")
         // Live: a low-priority object arrives too, and a change that leaves "high" keeps it.
         try w.write {
