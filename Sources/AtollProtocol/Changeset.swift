@@ -91,7 +91,8 @@ public struct SyncInstruction: Hashable, Sendable {
     /// The box, made or copied first so that this instruction alone holds it.
     private var extrasForWriting: Extras {
         mutating get {
-            if let extras, isKnownUniquelyReferenced(&self.extras) { return extras }
+            // Asked before binding the box to a name: a name would be a second reference.
+            if isKnownUniquelyReferenced(&extras), let extras { return extras }
             let fresh = extras.map(Extras.init(copying:)) ?? Extras()
             extras = fresh
             return fresh

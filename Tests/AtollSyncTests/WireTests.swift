@@ -74,6 +74,35 @@ final class WireTests: XCTestCase {
         }
     }
 
+    // MARK: - Instructions as values
+
+    func testACopiedInstructionChangesAloneAndEqualsWhatHoldsTheSame() {
+        var a = SyncInstruction(.upsert, "Task", .int(1))
+        a.object = ["_id": .int(1), "name": .string("a")]
+        a.clock = clock
+        a.fieldClocks["name"] = clock
+        var b = a
+        b.fieldClocks["done"] = .zero
+        b.clock = .zero
+        b.lists["tags"] = ListSequence()
+        XCTAssertEqual(a.fieldClocks, ["name": clock], "the copy's change is its own")
+        XCTAssertEqual(a.clock, clock)
+        XCTAssertEqual(a.lists, [:])
+        XCTAssertNotEqual(a, b)
+        b.fieldClocks["done"] = nil
+        b.clock = clock
+        b.lists = [:]
+        XCTAssertEqual(a, b)
+        XCTAssertEqual(a.hashValue, b.hashValue)
+        // Fields set back to nothing: equal to an instruction that never had them.
+        let plain = SyncInstruction(.set, "Task", .int(1), path: [.key("name")], value: .string("x"))
+        var touched = plain
+        touched.clock = clock
+        touched.clock = nil
+        XCTAssertEqual(plain, touched)
+        XCTAssertEqual(Set([plain, touched]).count, 1)
+    }
+
     // MARK: - New objects in groups
 
     func testRunsOfNewObjectsThatSetTheSamePropertiesTravelAsCreatesGroups() throws {
