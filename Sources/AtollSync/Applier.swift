@@ -75,6 +75,10 @@ struct Applier {
     /// objects: looked up for every instruction.
     private let classes: [String: ObjectSchema]
     private let linking: Set<String>
+    /// Per class: the primary key and then the properties an upsert's object is created with
+    /// (not computed, not links), in schema order. An object with exactly these keys is created
+    /// as it came.
+    private let plainFields: [String: [String]]
 
     init(store: Store, sql: MetadataSQL, pending: PendingIndex) {
         self.store = store
@@ -83,9 +87,15 @@ struct Applier {
         var classes = [String: ObjectSchema]()
         for c in store.schema.classes { classes[c.name] = c }
         self.classes = classes
-        linking = Set(store.schema.classes.filter { c in
-            c.properties.contains { p in p.isLink && classes[p.objectType ?? ""]?.isEmbedded != true }
-        }.map(\.name))
+        linking = Set(store.schema.classes.filter { c in c.properties.contains { Self.linksObjects($0, classes) } }.map(\.name))
+        var plain = [String: [String]]()
+        for c in store.schema.classes {
+            guard let pk = c.primaryKey else { continue }
+            plain[c.name] = [pk] + c.properties.filter { p in
+                p.name != pk && !p.isComputed && !Self.linksObjects(p, classes)
+            }.map(\.name)
+        }
+        plainFields = plain
     }
 
     func pkName(_ cls: String) -> String? { classes[cls]?.primaryKey }
@@ -195,6 +205,7 @@ struct Applier {
     /// An upsert's object without its links (written afterwards by `links`).
     private func freshUpsert(_ ins: SyncInstruction) -> Document? {
         guard let object = ins.object, let schema = classes[ins.className], let pkName = schema.primaryKey else { return nil }
+        if object.keys == plainFields[ins.className], object.values.first == ins.primaryKey { return object }
         var doc = Document()
         doc[pkName] = ins.primaryKey
         for p in schema.properties where p.name != pkName && !p.isComputed && !linkLike(p) {
@@ -411,9 +422,11 @@ struct Applier {
     }
 
     /// Whether a property holds links (written after the objects they point to exist).
-    func linkLike(_ p: Property) -> Bool {
-        guard p.isLink else { return false }
-        return !(classes[p.objectType ?? ""]?.isEmbedded ?? false)
+    func linkLike(_ p: Property) -> Bool { Self.linksObjects(p, classes) }
+
+    /// Whether a property links to top-level objects (not embedded ones), among `classes`.
+    private static func linksObjects(_ p: Property, _ classes: [String: ObjectSchema]) -> Bool {
+        p.isLink && classes[p.objectType ?? ""]?.isEmbedded != true
     }
 
     /// The links of an upsert, after every object of its batch exists: a link to an object that
