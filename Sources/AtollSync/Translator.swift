@@ -16,6 +16,7 @@ struct Translator {
     func translate(_ entry: ChangeSet) throws -> SyncChangeset? {
         let stamp = clock.stamp(wall: entry.timestamp.milliseconds)
         var out = [SyncInstruction]()
+        out.reserveCapacity(entry.instructions.count)
         var lists = [String: ListSequence]()
         func listKey(_ ins: Instruction, _ property: String) -> String { "\(ins.className)\u{0}\(keyText(ins.primaryKey))\u{0}\(property)" }
         func sequence(_ ins: Instruction, _ property: String) throws -> ListSequence {
