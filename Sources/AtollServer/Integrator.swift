@@ -253,11 +253,8 @@ struct Integrator {
     private func recordCreated(_ cls: String, _ blocks: [ArraySlice<SyncInstruction>], _ clock: Clock) throws {
         try store.withMetadata { sql in
             let c = Value.string(clock.description)
-            // In the table's order: inserting 100,000 keys in another order costs SQLite far more
-            // (each lands on a different page).
-            let keys = blocks.compactMap { $0.first.map { keyText($0.primaryKey) } }.sorted()
             try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, NULL, ?)",
-                                keys.map { [.string(cls), .string($0), c, c] })
+                                blocks.compactMap { b in b.first.map { [.string(cls), .string(keyText($0.primaryKey)), c, c] } })
             var listRows = [[Value]]()
             for block in blocks {
                 guard let first = block.first else { continue }
