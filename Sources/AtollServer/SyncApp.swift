@@ -481,7 +481,7 @@ package final class SyncApp: @unchecked Sendable {
             var arguments = [Value]()
             // A subscription to the whole class makes the others moot; the view is then plain
             // TRUEPREDICATE, which `matching` answers without a query.
-            let whole = subs.contains { $0.query.trimmingCharacters(in: .whitespaces).uppercased() == "TRUEPREDICATE" }
+            let whole = subs.contains { $0.query.trimmingCharacters(in: .whitespacesAndNewlines).uppercased() == "TRUEPREDICATE" }
             for sub in subs where !whole {
                 let shifted = QueryText.shiftArguments(sub.query, by: arguments.count)
                 text += (text.isEmpty ? "" : " OR ") + "(\(shifted))"
