@@ -241,6 +241,8 @@ extension Store {
               case .key(let property)? = ins.path.first else {
             throw ProtocolError("set needs a class with a primary key and a property")
         }
+        // Written here, it would name another object (and write that one instead).
+        guard property != pkName else { throw ProtocolError("the primary key '\(pkName)' cannot be set") }
         var doc = Document()
         doc[pkName] = ins.primaryKey
         if ins.path.count == 1 {
@@ -266,7 +268,7 @@ extension SyncInstruction {
         var sets = [String: [Value]]()
         var dictionaries = [String: Document]()
         for ins in block.dropFirst() {
-            guard ins.sameObject(as: first), let property = ins.property else { return nil }
+            guard ins.sameObject(as: first), let property = ins.property, property != pkName else { return nil }
             switch ins.op {
             case .set where ins.path.count == 1:
                 if !(lists.isEmpty && sets.isEmpty && dictionaries.isEmpty),

@@ -380,6 +380,21 @@ final class IntegratorTests: XCTestCase {
         XCTAssertNil(try store.object("Task", primaryKey: .string("t2")))
     }
 
+    func testAWriteToThePrimaryKeyIsRefusedAndWritesNoOtherObject() throws {
+        let store = try makeStore()
+        _ = try integrate(store, clock(10), [ins(.create, key: .string("mine"))])
+        // On a new object (as a folded create or a group would bring it) and on one that exists.
+        let result = try integrate(store, clock(11), [
+            ins(.create), ins(.set, ["_id"], .string("other")),
+            ins(.set, ["_id"], .string("another"), key: .string("mine")),
+        ])
+        XCTAssertEqual(Set(result.rejected.map(\.primaryKey)), [.string("t1"), .string("mine")])
+        XCTAssertTrue(result.rejected.allSatisfy { $0.reason.contains("primary key") }, "\(result.rejected)")
+        XCTAssertNil(try task(store))
+        XCTAssertNotNil(try store.object("Task", primaryKey: .string("mine")))
+        for other in ["other", "another"] { XCTAssertNil(try store.object("Task", primaryKey: .string(other)), other) }
+    }
+
     func testAnUploadedUpsertIsRefusedAsTheServersOwn() throws {
         let store = try makeStore()
         var upsert = ins(.upsert, key: .string("t2"))
