@@ -169,7 +169,7 @@ test: deps build
 	ATOLL_SYNC_STORE=postgres ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) $(VENV)/bin/pytest -q $(PYTHON_SYNC_TESTS) \
 	    || failed="$$failed pytest-sync-postgres"; \
 	echo "== pytest $(NET_TESTS) (ATOLL_NET_PEER=$(ATOLL_NET_PEER))"; \
-	ATOLL_NET_PEER=$(ATOLL_NET_PEER) $(VENV)/bin/pytest -q $(NET_TESTS) || failed="$$failed net-tests"; \
+	ATOLL_NET_PEER=$(ATOLL_NET_PEER) $(VENV)/bin/pytest -q --durations=10 $(NET_TESTS) || failed="$$failed net-tests"; \
 	echo "== pytest $(ADMIN_TESTS) (screenshots in $(ADMIN_SCREENSHOTS))"; \
 	ATOLL_LIBRARY=$(LIBATOLL) ATOLL_SERVER=$(ATOLL_SERVER) ATOLL_SCREENSHOTS=$(ADMIN_SCREENSHOTS) \
 	    $(VENV)/bin/pytest -q -s $(ADMIN_TESTS) || failed="$$failed admin-tests"; \
