@@ -184,6 +184,31 @@ public struct ObjectID: Hashable, Sendable {
         self.className = className
         self.primaryKey = primaryKey
     }
+
+    /// The key alone: equal objects have equal keys, and a changeset's objects are mostly of a
+    /// few classes, so hashing the class name too would double the work for little spread.
+    public func hash(into hasher: inout Hasher) { hasher.combine(primaryKey) }
+}
+
+extension Array where Element == ObjectID {
+    /// The objects' keys by class, each class in the order of its first object. Classes are
+    /// few: a short list beats hashing each object's class name.
+    public var keysByClass: [(className: String, keys: [Value])] {
+        var out = [(className: String, keys: [Value])]()
+        var current = -1
+        for id in self {
+            if current < 0 || out[current].className != id.className {
+                if let known = out.firstIndex(where: { $0.className == id.className }) {
+                    current = known
+                } else {
+                    out.append((id.className, []))
+                    current = out.count - 1
+                }
+            }
+            out[current].keys.append(id.primaryKey)
+        }
+        return out
+    }
 }
 
 extension SyncInstruction {
@@ -201,15 +226,19 @@ extension Array where Element == SyncInstruction {
     /// run is looked up. (On arrays, not any collection: a generic property used from another
     /// module runs unspecialized.)
     public var objectIDs: [ObjectID] {
-        var out = [ObjectID]()
-        var seen = Set<ObjectID>()
-        var first = 0
-        for i in indices where i == first || !self[i].sameObject(as: self[first]) {
-            first = i
-            let id = self[i].objectID
-            if seen.insert(id).inserted { out.append(id) }
+        // Through the buffer: an element read by subscript is copied whole, with its references.
+        withUnsafeBufferPointer { all in
+            var starts = [Int]()
+            for i in all.indices where i == 0 || !all[i].sameObject(as: all[i - 1]) { starts.append(i) }
+            var out = [ObjectID]()
+            var seen = Set<ObjectID>(minimumCapacity: starts.count)
+            out.reserveCapacity(starts.count)
+            for i in starts {
+                let id = all[i].objectID
+                if seen.insert(id).inserted { out.append(id) }
+            }
+            return out
         }
-        return out
     }
 }
 

@@ -89,14 +89,14 @@ struct Integrator {
 
     /// Which of `ids` the user may not write as they are now: existing objects only.
     private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String]) throws -> Bool {
-        var live = [String: Set<String>]()
+        var live: [String: Set<String>]? = nil
         return try refused(ids, &denied, live: &live)
     }
 
-    /// The same, and the keys (as text) of those that exist go into `live`, per class.
-    private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String], live: inout [String: Set<String>]) throws -> Bool {
-        var byClass = [String: [Value]]()
-        for id in ids where denied[id] == nil { byClass[id.className, default: []].append(id.primaryKey) }
+    /// The same, and (when `live` is not nil) the keys as text of those that exist go into
+    /// `live`, per class.
+    private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String], live: inout [String: Set<String>]?) throws -> Bool {
+        let byClass = denied.isEmpty ? ids.keysByClass : ids.filter { denied[$0] == nil }.keysByClass
         var any = false
         for (cls, keys) in byClass {
             let existing: [Value]
@@ -105,9 +105,10 @@ struct Integrator {
                 any = true
                 continue
             }
-            live[cls, default: []].formUnion(existing.map(keyText))
+            if live != nil { live?[cls, default: []].formUnion(existing.map(keyText)) }
             guard !existing.isEmpty else { continue }
             let reasons = try mayWrite(cls, existing)
+            if reasons.isEmpty { continue }
             for k in existing { if let r = reasons[keyText(k)] { denied[ObjectID(cls, k)] = r; any = true } }
         }
         return any
@@ -117,8 +118,9 @@ struct Integrator {
         var denied = [ObjectID: String]()
         let order = changeset.instructions.objectIDs
         // Objects the user may not write as they are now (and which exist).
-        var live = [String: Set<String>]()
-        _ = try refused(order, &denied, live: &live)
+        var found: [String: Set<String>]? = [:]
+        _ = try refused(order, &denied, live: &found)
+        let live = found ?? [:]
         // Apply what is left; refuse objects whose new state breaks the rules or that fail to
         // apply, and try again without them (each round refuses at least one more object).
         while true {
@@ -140,7 +142,7 @@ struct Integrator {
                 continue
             }
             try store.withMetadata { try $0.execute("RELEASE atoll_integrate") }
-            result.rejected = order.filter { denied[$0] != nil }.map {
+            result.rejected = denied.isEmpty ? [] : order.filter { denied[$0] != nil }.map {
                 CompensatingWrite(className: $0.className, primaryKey: $0.primaryKey, reason: denied[$0] ?? "")
             }
             return result
@@ -181,13 +183,21 @@ struct Integrator {
                 for b in batch { for ins in b.block { if try applyOne(ins, clock) { effects.append(ins) } } }
             }
         }
+        // The last class's primary key name (a changeset's objects come in runs of a class).
+        var known: (className: String, primaryKey: String?)?
+        func primaryKey(_ cls: String) throws -> String? {
+            if let known, known.className == cls { return known.primaryKey }
+            let name = try primaryKeyName(cls)
+            known = (cls, name)
+            return name
+        }
         var i = all.startIndex
         while i < all.endIndex {
             let ins = all[i]
             if ins.op == .create, fresh.contains(ins.objectID) {
                 var j = i + 1
-                while j < all.endIndex, all[j].objectID == ins.objectID, all[j].op != .create, all[j].op != .erase { j += 1 }
-                if let pkName = try primaryKeyName(ins.className), let doc = SyncInstruction.wholeObject(all[i..<j], primaryKey: pkName) {
+                while j < all.endIndex, all[j].sameObject(as: ins), all[j].op != .create, all[j].op != .erase { j += 1 }
+                if let pkName = try primaryKey(ins.className), let doc = SyncInstruction.wholeObject(all[i..<j], primaryKey: pkName) {
                     if batchClass != ins.className { try flush() }
                     batchClass = ins.className
                     batch.append((doc, all[i..<j]))
@@ -222,25 +232,30 @@ struct Integrator {
     /// The objects the changeset creates that do not exist (are not in `live`) and have no newer
     /// erase.
     private func freshObjects(_ instructions: [SyncInstruction], _ clock: Clock, live: [String: Set<String>]) throws -> Set<ObjectID> {
-        var byClass = [String: [Value]]()
-        for ins in instructions where ins.op == .create { byClass[ins.className, default: []].append(ins.primaryKey) }
-        var out = Set<ObjectID>()
+        var creates = [ObjectID]()
+        for ins in instructions where ins.op == .create { creates.append(ins.objectID) }
+        let byClass = creates.keysByClass
+        var out = Set<ObjectID>(minimumCapacity: creates.count)
         for (cls, keys) in byClass {
             guard (try? primaryKeyName(cls)) != nil else { continue }
             let live = live[cls] ?? []
+            let texts = keys.map(keyText)
             var erased = [String: Clock]()
             try store.withMetadata { sql in
-                for start in stride(from: 0, to: keys.count, by: 500) {
-                    let part = keys[start..<min(start + 500, keys.count)]
-                    let rows = try sql.rows("SELECT pk, erased FROM _atoll_sync_objects WHERE class = ? AND erased IS NOT NULL AND pk IN (\(part.map { _ in "?" }.joined(separator: ",")))",
-                                            [.string(cls)] + part.map { .string(keyText($0)) })
+                for start in stride(from: 0, to: texts.count, by: SQLPlaces.most) {
+                    let part = texts[start..<min(start + SQLPlaces.most, texts.count)]
+                    var arguments: [Value] = [.string(cls)]
+                    arguments.reserveCapacity(1 + SQLPlaces.size(for: part.count))
+                    for text in part { arguments.append(.string(text)) }
+                    while arguments.count <= SQLPlaces.size(for: part.count) { arguments.append(.null) }
+                    let rows = try sql.rows("SELECT pk, erased FROM _atoll_sync_objects WHERE class = ? AND erased IS NOT NULL AND pk IN (\(SQLPlaces.list(for: part.count)))",
+                                            arguments)
                     for row in rows {
                         if case .string(let pk) = row[0], case .string(let c) = row[1], let e = Clock(text: c) { erased[pk] = e }
                     }
                 }
             }
-            for key in keys {
-                let text = keyText(key)
+            for (key, text) in zip(keys, texts) {
                 if live.contains(text) { continue }
                 if let e = erased[text], clock <= e { continue }
                 out.insert(ObjectID(cls, key))

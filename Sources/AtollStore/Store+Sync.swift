@@ -6,6 +6,24 @@ import Foundation
 // commit as, and a hold on the change log. Not for applications: the tables must be prefixed
 // `_atoll_sync`.
 
+/// Parameter lists for `IN (…)` of up to 500 values, in statements of 8, 64 or 500 places: a
+/// few prepared statements serve every count. The places past the values stay NULL (unbound,
+/// or bound to `.null`), which `IN` matches to nothing.
+public enum SQLPlaces {
+    /// The most values one list takes.
+    public static let most = 500
+
+    /// The places of the statement for `count` values.
+    public static func size(for count: Int) -> Int { count <= 8 ? 8 : count <= 64 ? 64 : most }
+
+    /// `?,?,…` with `size(for: count)` places (made once per size).
+    public static func list(for count: Int) -> String { count <= 8 ? eight : count <= 64 ? sixtyFour : fiveHundred }
+
+    private static let eight = Array(repeating: "?", count: 8).joined(separator: ",")
+    private static let sixtyFour = Array(repeating: "?", count: 64).joined(separator: ",")
+    private static let fiveHundred = Array(repeating: "?", count: most).joined(separator: ",")
+}
+
 /// SQL over a store's own metadata tables, inside the store's lock (and its write transaction,
 /// when one is open). Values bind as parameters; nothing is spliced into the SQL.
 public struct MetadataSQL {
@@ -156,12 +174,10 @@ extension Store {
                 }
             }
             if let keys {
-                for start in stride(from: 0, to: keys.count, by: 500) {
-                    let part = keys[start..<min(start + 500, keys.count)]
-                    // Statements of 8, 64 or 500 places, prepared once: the places past the
-                    // keys stay NULL, which matches nothing.
-                    let places = part.count <= 8 ? 8 : part.count <= 64 ? 64 : 500
-                    let s = try conn.statement("SELECT \(column) FROM \(info.table) WHERE \(column) IN (\(repeatElement("?", count: places).joined(separator: ",")))")
+                for start in stride(from: 0, to: keys.count, by: SQLPlaces.most) {
+                    let part = keys[start..<min(start + SQLPlaces.most, keys.count)]
+                    // Reset clears the bindings: the places past the keys are NULL.
+                    let s = try conn.statement("SELECT \(column) FROM \(info.table) WHERE \(column) IN (\(SQLPlaces.list(for: part.count)))")
                     defer { s.reset() }
                     for (i, key) in part.enumerated() {
                         guard let checked = try? checkedPrimaryKey(info, key) else { continue }

@@ -233,4 +233,21 @@ final class WireTests: XCTestCase {
             XCTAssertNil(Clock(text: bad), bad)
         }
     }
+
+    /// Object identities hash by key alone: objects of two classes with one key stay two.
+    func testObjectsOfTwoClassesWithOneKeyAreTwoAndGroupByClassInOrder() {
+        let ids = [ObjectID("Task", .int(1)), ObjectID("Note", .int(1)), ObjectID("Task", .string("1")),
+                   ObjectID("Task", .int(2)), ObjectID("Note", .int(3))]
+        XCTAssertEqual(Set(ids).count, 5)
+        XCTAssertEqual(Set(ids + ids).count, 5)
+        let grouped = ids.keysByClass
+        XCTAssertEqual(grouped.map(\.className), ["Task", "Note"])
+        XCTAssertEqual(grouped.map(\.keys), [[.int(1), .string("1"), .int(2)], [.int(1), .int(3)]])
+        // The objects of instructions, each once in the order of its first instruction.
+        let instructions = [SyncInstruction(.create, "Task", .int(1)), SyncInstruction(.create, "Note", .int(1)),
+                            SyncInstruction(.erase, "Task", .int(1)), SyncInstruction(.create, "Note", .int(1)),
+                            SyncInstruction(.create, "Task", .int(2))]
+        XCTAssertEqual(instructions.objectIDs, [ObjectID("Task", .int(1)), ObjectID("Note", .int(1)), ObjectID("Task", .int(2))])
+        XCTAssertEqual([SyncInstruction]().objectIDs, [])
+    }
 }
