@@ -9,7 +9,7 @@ func stressReport(suite: String, rounds: Int, operations: Int, faults: Int, lost
     let line = Wire.encode(.doc(["suite": .string(suite), "rounds": .int(Int64(rounds)), "operations": .int(Int64(operations)),
                                  "faults": .int(Int64(faults)), "lost": .int(Int64(lost)), "crashes": .int(0),
                                  "figures": .string(figures)]))
-    if !FileManager.default.fileExists(atPath: report) { FileManager.default.createFile(atPath: report, contents: nil) }
+    if !FileManager.default.fileExists(atPath: report) { _ = FileManager.default.createFile(atPath: report, contents: nil) }
     guard let handle = FileHandle(forWritingAtPath: report) else { return }
     defer { try? handle.close() }
     _ = try? handle.seekToEnd()
