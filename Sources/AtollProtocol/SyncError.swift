@@ -14,6 +14,8 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     case invalidFlexibleSyncSubscriptions
     case writeRejected
     case tooManyMessages
+    /// A changeset's clock is further ahead of the server's wall clock than it allows.
+    case clockAhead
     // Client-side only (never on the wire).
     case connectionFailed
     case timeout
@@ -33,6 +35,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
         case .invalidFlexibleSyncSubscriptions: return 226
         case .writeRejected: return 231
         case .tooManyMessages: return 233
+        case .clockAhead: return 235
         case .connectionFailed: return 1001
         case .timeout: return 1002
         case .authFailed: return 1003
@@ -43,7 +46,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     /// What the client should do.
     public var action: String {
         switch self {
-        case .internalServerError, .tooManyMessages, .connectionFailed, .timeout: return "retry"
+        case .internalServerError, .tooManyMessages, .clockAhead, .connectionFailed, .timeout: return "retry"
         case .badMessage, .badSyncPartitionValue, .permissionDenied, .invalidSchemaChange: return "applicationBug"
         case .badClientFile, .badServerVersion, .clientTooOld, .clientReset: return "clientReset"
         case .invalidFlexibleSyncSubscriptions: return "none"
@@ -55,7 +58,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     public var isFatal: Bool {
         switch self {
         case .writeRejected, .invalidFlexibleSyncSubscriptions, .internalServerError, .tooManyMessages,
-             .connectionFailed, .timeout: return false
+             .clockAhead, .connectionFailed, .timeout: return false
         default: return true
         }
     }
@@ -83,12 +86,17 @@ public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
     public var message: String
     public var session: Int64?
     public var compensatingWrites: [CompensatingWrite] = []
+    /// Seconds after which trying again can succeed (`clockAhead`); the client waits at least
+    /// that long before it reconnects.
+    public var retryAfter: Int64?
 
-    public init(_ code: SyncErrorCode, _ message: String, session: Int64? = nil, compensatingWrites: [CompensatingWrite] = []) {
+    public init(_ code: SyncErrorCode, _ message: String, session: Int64? = nil, compensatingWrites: [CompensatingWrite] = [],
+                retryAfter: Int64? = nil) {
         self.code = code
         self.message = message
         self.session = session
         self.compensatingWrites = compensatingWrites
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
@@ -103,6 +111,7 @@ public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
         d["fatal"] = .bool(code.isFatal)
         d["action"] = .string(code.action)
         if !compensatingWrites.isEmpty { d["compensatingWrites"] = .list(compensatingWrites.map(\.wireValue)) }
+        if let retryAfter { d["retryAfter"] = .int(retryAfter) }
         return .object(d)
     }
 
@@ -111,6 +120,7 @@ public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
         code = SyncErrorCode(rawValue: name) ?? .internalServerError
         message = (try? f.string("message")) ?? name
         session = try? f.int("session")
+        retryAfter = try? f.int("retryAfter")
         compensatingWrites = try f.list("compensatingWrites").map { v in
             let c = try Fields(v, "compensating write")
             return CompensatingWrite(className: try c.string("class"), primaryKey: c.document["primaryKey"] ?? .null,

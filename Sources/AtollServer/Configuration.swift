@@ -130,6 +130,12 @@ public struct ServerConfiguration: Sendable {
     /// is far above what a client sends (one upload per commit, waited for or batched) and stops
     /// a flood within a second.
     public var maxUploadsPerSecond = 1000
+    /// How far (seconds) a changeset's clock may be ahead of the server's wall clock; 0: no
+    /// limit. A clock far ahead would win every conflict until real time caught up, and every
+    /// device that heard of it would move its own clock there (SYNC.md, "Clocks"). Such an
+    /// upload gets `clockAhead` and the connection closes; the client retries after a backoff
+    /// and gets through once the server's time is near enough.
+    public var maxClockAheadSeconds = 3600
     /// The admin console's key (`"admin": {"key": "..."}`); nil: the key in the data directory's
     /// `admin.key`, made on first start (docs/admin-api.md).
     public var adminKey: String?
@@ -164,6 +170,12 @@ public struct ServerConfiguration: Sendable {
         if let v = d["maxUploadsPerSecond"] {
             guard case .int(let n) = v, n >= 0 else { throw AtollError(.invalidArgument, "maxUploadsPerSecond must be an integer, 0 or more (0: no limit)") }
             maxUploadsPerSecond = Int(n)
+        }
+        if let v = d["maxClockAheadSeconds"] {
+            guard case .int(let n) = v, n >= 0, n <= 10 * 365 * 86_400 else {
+                throw AtollError(.invalidArgument, "maxClockAheadSeconds must be an integer from 0 (no limit) to 315360000 (ten years)")
+            }
+            maxClockAheadSeconds = Int(n)
         }
         if let admin = d["admin"] {
             guard case .object(let a) = admin, case .string(let key)? = a["key"] else {

@@ -667,12 +667,24 @@ package final class SyncApp: @unchecked Sendable {
         for item in try m.list("changesets") {
             var cs = try SyncChangeset(wire: item)
             guard cs.clientVersion > s.uploadCursor else { continue }
+            if let refusal = clockAhead(cs, s) {
+                s.partial = nil
+                metrics.error(refusal.code.rawValue)
+                recentErrors.add(refusal, user: s.user.id)
+                log.warning("refusing an upload whose clock is ahead", ["app": configuration.id, "user": s.user.id, "message": refusal.message])
+                s.connection.refuse(refusal, reason: "clock ahead")
+                return
+            }
+            try checkElements(cs)
             // A large changeset arrives in parts: it is integrated once the last one is in.
             if var partial = s.partial {
                 // Taken out of the session first, so that the parts grow in place.
                 s.partial = nil
                 guard partial.clientVersion == cs.clientVersion else {
                     throw SyncErrorMessage(.badMessage, "changeset \(partial.clientVersion) was not finished before \(cs.clientVersion)")
+                }
+                guard partial.clock == cs.clock else {
+                    throw SyncErrorMessage(.badMessage, "the parts of changeset \(cs.clientVersion) carry different clocks")
                 }
                 partial.instructions.append(contentsOf: cs.instructions)
                 cs.instructions = partial.instructions
@@ -724,6 +736,34 @@ package final class SyncApp: @unchecked Sendable {
             }
         }
         s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
+    }
+
+    /// The refusal of a changeset whose clock is further ahead of the server's wall clock than
+    /// `limits.maxClockAheadMilliseconds`; nil when it is not (or there is no limit).
+    private func clockAhead(_ cs: SyncChangeset, _ s: Session) -> SyncErrorMessage? {
+        let limit = limits.maxClockAheadMilliseconds
+        guard limit > 0 else { return nil }
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let (bound, overflow) = now.addingReportingOverflow(limit)
+        guard !overflow, cs.clock.milliseconds > bound else { return nil }
+        let ahead = cs.clock.milliseconds / 1000 - now / 1000
+        // Whole seconds until the clock is near enough (the difference fits: both are positive).
+        let wait = (cs.clock.milliseconds - bound + 999) / 1000
+        return SyncErrorMessage(.clockAhead, "changeset \(cs.clientVersion) has a clock \(ahead) s ahead of the server's (at most \(limit / 1000) s): "
+                                + "check the device's clock; the upload is tried again after \(wait) s",
+                                session: s.number, retryAfter: wait)
+    }
+
+    /// Refuses (`badMessage`) list element identities newer than their changeset: an insert names
+    /// its element by its own transaction's clock, and a clear marks a point it has seen. A
+    /// later one would sort before every real insert, or clear inserts not yet made.
+    private func checkElements(_ cs: SyncChangeset) throws {
+        for ins in cs.instructions where ins.op == .listInsert || ins.op == .listClear {
+            if let e = ins.element, e.clock > cs.clock {
+                throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion): a \(ins.op.rawValue) of '\(ins.className)' names element \(e), "
+                                       + "newer than the changeset's clock \(cs.clock)")
+            }
+        }
     }
 
     /// Which of a class's objects (as they are now in the store) the session's user may not

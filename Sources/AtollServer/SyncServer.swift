@@ -131,10 +131,18 @@ package final class SyncConnection: @unchecked Sendable {
     /// protocol error). Its messages still on the queue are dropped.
     func refuseFlood(_ error: SyncErrorMessage) {
         guard !throttled else { return }
-        throttled = true
         app.log.warning("closing a connection over the upload limit", ["user": user.id, "limit": "\(app.limits.maxUploadsPerSecond)/s"])
+        refuse(error, reason: "too many uploads")
+    }
+
+    /// Refuses the rest of what the connection sent (on the app's queue): the error, then a close
+    /// with 1008. Its messages still on the queue are dropped, so that no upload after a refused
+    /// one is integrated over the gap; the client resends from its upload cursor.
+    func refuse(_ error: SyncErrorMessage, reason: String) {
+        guard !throttled else { return }
+        throttled = true
         send(error.wireValue)
-        close(code: 1008, reason: "too many uploads")
+        close(code: 1008, reason: reason)
     }
 }
 
@@ -144,6 +152,15 @@ struct SyncLimits: Sendable {
     var maxUploadsPerSecond: Int
     /// Bytes of a connection's messages that may wait to be handled before it is dropped.
     var maxPendingBytes: Int
+    /// How far a changeset's clock may be ahead of the server's wall clock (milliseconds); 0: no limit.
+    var maxClockAheadMilliseconds: Int64 = 0
+
+    /// Seconds as milliseconds, at most `Int64.max` (0 or less: no limit, 0).
+    static func milliseconds(_ seconds: Int) -> Int64 {
+        guard seconds > 0 else { return 0 }
+        let (ms, overflow) = Int64(clamping: seconds).multipliedReportingOverflow(by: 1000)
+        return overflow ? .max : ms
+    }
 }
 
 /// `atoll-server`: the app API (users, tokens), the sync endpoint, health and metrics, over one
@@ -175,7 +192,8 @@ public final class SyncServer: @unchecked Sendable {
         http.webSocket.pingInterval = 30
         http.webSocket.maxQueuedBytes = 256 << 20
         let limits = SyncLimits(maxUploadsPerSecond: configuration.maxUploadsPerSecond,
-                                maxPendingBytes: max(64 << 20, 4 * configuration.maxMessageBytes))
+                                maxPendingBytes: max(64 << 20, 4 * configuration.maxMessageBytes),
+                                maxClockAheadMilliseconds: SyncLimits.milliseconds(configuration.maxClockAheadSeconds))
         self.http = try HTTPServer(configuration: http)
         var apps = [String: SyncApp]()
         var auth = [String: AuthService]()

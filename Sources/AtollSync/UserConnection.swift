@@ -20,6 +20,10 @@ final class UserConnection: @unchecked Sendable {
     private var generation = 0
     private var stopped = false
     private var retryScheduled = false
+    /// No reconnect before this (the server's `retryAfter`), on the uptime clock (seconds).
+    private var notBefore = 0.0
+    /// The longest a server's `retryAfter` holds the connection back.
+    static let longestHoldOff = 300.0
     /// Called (on the queue) when the last session left: the app forgets the connection.
     var onIdle: (@Sendable () -> Void)?
 
@@ -176,8 +180,9 @@ final class UserConnection: @unchecked Sendable {
         guard wanted, !retryScheduled else { return }
         retryScheduled = true
         attempt += 1
-        // 0.25 s, 0.5, 1, 2 … up to 30 s, with jitter.
-        let delay = min(30, 0.25 * pow(2, Double(min(attempt - 1, 7)))) * Double.random(in: 0.8...1.2)
+        // 0.25 s, 0.5, 1, 2 … up to 30 s, with jitter; not before the server said to try again.
+        let backoff = min(30, 0.25 * pow(2, Double(min(attempt - 1, 7)))) * Double.random(in: 0.8...1.2)
+        let delay = max(backoff, notBefore - Self.uptime())
         queue.asyncAfter(deadline: .now() + delay) { [self] in
             retryScheduled = false
             connect()
@@ -190,6 +195,10 @@ final class UserConnection: @unchecked Sendable {
         case .text(let text):
             do {
                 let m = try Wire.decode(text)
+                if case .int(let seconds)? = m["retryAfter"], seconds > 0, (try? m.string("type")) == "error" {
+                    // Before the close that follows: the reconnect it schedules waits this long.
+                    notBefore = max(notBefore, Self.uptime() + min(Double(seconds), Self.longestHoldOff))
+                }
                 if case .int(let n)? = m["session"], let s = sessions[n] {
                     s.handle(m)
                 } else if (try? m.string("type")) == "error" {
@@ -210,6 +219,11 @@ final class UserConnection: @unchecked Sendable {
             break
         }
     }
+}
+
+extension UserConnection {
+    /// Seconds on a clock that does not jump with the wall clock.
+    static func uptime() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 }
 
 /// The sync protocol's WebSocket subprotocol (docs/protocol.md).

@@ -83,6 +83,27 @@ final class SyncHarness: @unchecked Sendable {
         let session = try SyncSession.open(user: user, storeConfiguration: configuration, sync: sync)
         return (session, try Store(configuration))
     }
+
+    /// Two anonymous users' realms ("a", "b"), each subscribed to every Task, their first
+    /// downloads done; `errors` gets the first one's sync errors. The caller releases the sessions.
+    func twoClients(errors: ErrorLog? = nil) throws -> (sa: SyncSession, a: Store, sb: SyncSession, b: Store) {
+        let appA = try app("a"), appB = try app("b")
+        if let errors { _ = appA.addErrorHandler { e, _ in errors.add(e) } }
+        let ann = try runToCompletion { try await appA.login(.anonymous) }
+        let bob = try runToCompletion { try await appB.login(.anonymous) }
+        let all = [QuerySubscription(name: "all", className: "Task")]
+        let (sa, storeA) = try open(ann, "a.realm", subscriptions: all)
+        let (sb, storeB) = try open(bob, "b.realm", subscriptions: all)
+        do {
+            try sa.waitForInitialDownload(timeout: 10)
+            try sb.waitForInitialDownload(timeout: 10)
+        } catch {
+            sa.release()
+            sb.release()
+            throw error
+        }
+        return (sa, storeA, sb, storeB)
+    }
 }
 
 /// Placeholder so that harness users can pass auth settings later without importing AtollAuth.
@@ -111,15 +132,8 @@ final class SyncTests: XCTestCase {
 
     func testTwoClientsShareDataLive() throws {
         let h = try SyncHarness()
-        let appA = try h.app("a"), appB = try h.app("b")
-        let ann = try runToCompletion { try await appA.login(.anonymous) }
-        let bob = try runToCompletion { try await appB.login(.anonymous) }
-        let all = [QuerySubscription(name: "all", className: "Task")]
-        let (sa, storeA) = try h.open(ann, "a.realm", subscriptions: all)
-        let (sb, storeB) = try h.open(bob, "b.realm", subscriptions: all)
+        let (sa, storeA, sb, storeB) = try h.twoClients()
         defer { sa.release(); sb.release() }
-        try sa.waitForInitialDownload(timeout: 10)
-        try sb.waitForInitialDownload(timeout: 10)
 
         try storeA.write {
             _ = try storeA.create("Task", ["_id": .string("t1"), "name": .string("Buy milk"), "priority": .int(2),
@@ -485,6 +499,50 @@ final class SyncRulesTests: XCTestCase {
         try otherSession.waitForInitialDownload(timeout: 10)
         let otherStore = try Store(Configuration(path: r.dir + "/o.realm", schema: SyncHarness.schema))
         XCTAssertEqual(try otherStore.objects("Task").documents().compactMap { $0["_id"] }, [.string("unsynced")])
+    }
+}
+
+/// A changeset whose clock is ahead of the server's by more than `maxClockAheadSeconds` would
+/// win every conflict, and every device that heard of it would move its clock there.
+final class ClockAheadTests: XCTestCase {
+    func testAClockAheadIsRefusedUntilTheServerCatchesUpThenArrives() throws {
+        let h = try SyncHarness(config: #"{"maxClockAheadSeconds": 2}"#)
+        let errors = ErrorLog()
+        let (sa, storeA, sb, storeB) = try h.twoClients(errors: errors)
+        defer { sa.release(); sb.release() }
+
+        // A's clock hears of a time 4 s ahead (as from a device whose wall clock is fast).
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        sa.clock.observe(Clock(milliseconds: now + 4_000, node: 0))
+        let started = Date()
+        try storeA.write { _ = try storeA.create("Task", ["_id": .string("early"), "name": .string("from a fast clock")]) }
+        // Refused at first (it is more than 2 s ahead), then accepted once the server's time
+        // is near enough: the client waits the `retryAfter` the server gave, not less.
+        try sa.waitForUpload(timeout: 20)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 1.5)
+        let refusals = errors.all.filter { $0.code == .clockAhead }
+        XCTAssertFalse(refusals.isEmpty, "\(errors.all)")
+        XCTAssertTrue(refusals.allSatisfy { !$0.isFatal && $0.message.contains("ahead of the server's") }, "\(refusals)")
+        XCTAssertLessThanOrEqual(refusals.count, 3, "the client retried without waiting: \(refusals)")
+        try sb.waitForDownload(timeout: 10)
+        _ = try storeB.refresh()
+        XCTAssertEqual(try storeB.object("Task", primaryKey: .string("early"))?["name"], .string("from a fast clock"))
+    }
+
+    func testTheLimitIsConfigured() throws {
+        let file = NSTemporaryDirectory() + "atoll-clock-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        XCTAssertEqual(ServerConfiguration().maxClockAheadSeconds, 3600)
+        for (text, expected) in [("0", 0), ("5", 5), ("315360000", 315_360_000)] {
+            try #"{"maxClockAheadSeconds": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)
+            XCTAssertEqual(try ServerConfiguration(file: file).maxClockAheadSeconds, expected)
+        }
+        for text in ["-1", "315360001", "\"1h\"", "1.5"] {
+            try #"{"maxClockAheadSeconds": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)
+            XCTAssertThrowsError(try ServerConfiguration(file: file), text) { error in
+                XCTAssertTrue("\(error)".contains("maxClockAheadSeconds"), "\(error)")
+            }
+        }
     }
 }
 

@@ -298,6 +298,59 @@ def test_writes_to_anothers_objects_are_rejected_and_undone(world: Dict[str, Any
     assert kept is not None and kept["name"] == target and kept["owner_id"] == victim
 
 
+# MARK: - Clocks
+
+def test_a_clock_far_ahead_gets_clockAhead_and_stores_nothing(server: Server) -> None:
+    """A clock at the end of time would win every conflict for good, and every device that heard
+    of it would move its own clock there: the server refuses it (retry, not fatal, with the wait)
+    and closes; a clock a minute ahead, within the limit, is taken."""
+    attempt(2)
+    login = login_anonymous(server, APP)
+    me = login["user_id"]
+    with Raw(server, APP, login["access_token"]) as conn:
+        conn.bind()
+        conn.subscribe("owner_id == $0", [me])
+        conn.clock_ms = int(time.time() * 1000) + 60_000
+        conn.upload([create_task("a-minute-ahead", me)])
+        got = conn.until(lambda m: m["type"] in ("uploadAck", "error"))
+        assert got[-1] == {"type": "uploadAck", "session": 1, "clientVersion": 1}, got
+        conn.clock_ms = 2**63 - 2
+        conn.upload([create_task("end-of-time", me)])
+        error = assert_refused(conn, "clockAhead", close=1008)
+        assert (error["codeNumber"], error["action"], error["fatal"]) == (235, "retry", False), error
+        assert "ahead of the server's" in error["message"] and error["retryAfter"] > 10**12, error
+    with Raw(server, APP, login["access_token"]) as conn:
+        conn.bind()
+        conn.subscribe("owner_id == $0", [me])
+        conn.clock_ms = int(time.time() * 1000) + 2 * 3600 * 1000
+        conn.upload([create_task("two-hours-ahead", me)])
+        error = assert_refused(conn, "clockAhead", close=1008)
+        # The default limit is an hour: the upload can go through in about an hour.
+        assert 3500 <= error["retryAfter"] <= 3601, error
+    with Raw(server, APP, login["access_token"]) as check:
+        check.bind()
+        boot = check.subscribe("owner_id == $0", [me])
+        assert {i["primaryKey"] for i in download_instructions(boot)} == {"a-minute-ahead"}
+
+
+def test_a_list_element_newer_than_its_changeset_is_badMessage(server: Server) -> None:
+    """An insert names its element by its own clock, a clear the point it has seen: a later one
+    would sort before every real insert, or clear inserts not yet made."""
+    attempt(2)
+    login = login_anonymous(server, APP)
+    for instruction in (
+            {"op": "listInsert", "class": "Task", "primaryKey": "listy", "path": ["tags"],
+             "value": "x", "element": [2**63 - 1, 0, 1, 0]},
+            {"op": "listClear", "class": "Task", "primaryKey": "listy", "path": ["tags"],
+             "element": [2**63 - 1, 0, 1, 2**63 - 1]}):
+        with Raw(server, APP, login["access_token"]) as conn:
+            conn.bind()
+            conn.subscribe("owner_id == $0", [login["user_id"]])
+            conn.upload([instruction])
+            error = assert_refused(conn, "badMessage")
+            assert "newer than the changeset's clock" in error["message"], error
+
+
 # MARK: - Floods
 
 def test_an_upload_flood_gets_tooManyMessages_and_is_closed(server: Server) -> None:
