@@ -130,6 +130,12 @@ public struct ServerConfiguration: Sendable {
     /// is far above what a client sends (one upload per commit, waited for or batched) and stops
     /// a flood within a second.
     public var maxUploadsPerSecond = 1000
+    /// `bind` and `query` messages a connection may send per second (a bucket that holds one
+    /// second of them), each of which may start a catch-up or a bootstrap; 0: no limit. Over it
+    /// the client gets `tooManyMessages` and the connection closes with 1008. A client binds
+    /// each of its user's realms and sends a query for each subscription change: the default
+    /// leaves room for a hundred realms reconnecting at once.
+    public var maxQueriesPerSecond = 100
     /// How far (seconds) a changeset's clock may be ahead of the server's wall clock; 0: no
     /// limit. A clock far ahead would win every conflict until real time caught up, and every
     /// device that heard of it would move its own clock there (SYNC.md, "Clocks"). Such an
@@ -170,6 +176,10 @@ public struct ServerConfiguration: Sendable {
         if let v = d["maxUploadsPerSecond"] {
             guard case .int(let n) = v, n >= 0 else { throw AtollError(.invalidArgument, "maxUploadsPerSecond must be an integer, 0 or more (0: no limit)") }
             maxUploadsPerSecond = Int(n)
+        }
+        if let v = d["maxQueriesPerSecond"] {
+            guard case .int(let n) = v, n >= 0 else { throw AtollError(.invalidArgument, "maxQueriesPerSecond must be an integer, 0 or more (0: no limit)") }
+            maxQueriesPerSecond = Int(n)
         }
         if let v = d["maxClockAheadSeconds"] {
             guard case .int(let n) = v, n >= 0, n <= 10 * 365 * 86_400 else {

@@ -152,21 +152,17 @@ package final class SyncApp: @unchecked Sendable {
             case "ping":
                 connection.send(.doc(["type": .string("pong"), "timestamp": message["timestamp"] ?? .null]))
             case "bind":
+                guard connection.takeQuery() else { return refuseFlood(connection, session: sessionNumber, .queries) }
                 try bind(message, connection)
             case "query":
-                try query(message, try session(message, connection))
+                let s = try session(message, connection)
+                guard connection.takeQuery() else { return refuseFlood(connection, session: s.number, .queries) }
+                try query(message, s)
             case "upload":
                 let s = try session(message, connection)
-                guard connection.takeUpload() else {
-                    // Refused, not integrated; the connection closes so that no later upload is
-                    // integrated over the gap (the client resends from its upload cursor).
-                    let error = SyncErrorMessage(.tooManyMessages, "more than \(limits.maxUploadsPerSecond) uploads per second: reconnect after a backoff",
-                                                 session: s.number)
-                    metrics.error(error.code.rawValue)
-                    recentErrors.add(error, user: connection.user.id)
-                    connection.refuseFlood(error)
-                    return
-                }
+                // Refused, not integrated; the connection closes so that no later upload is
+                // integrated over the gap (the client resends from its upload cursor).
+                guard connection.takeUpload() else { return refuseFlood(connection, session: s.number, .uploads) }
                 try upload(message, s)
             case "mark":
                 let s = try session(message, connection)
@@ -196,6 +192,17 @@ package final class SyncApp: @unchecked Sendable {
             log.error("sync message failed", ["app": configuration.id, "type": type, "error": "\(error)"])
             fail(connection, SyncErrorMessage(.internalServerError, "the server failed: \(error)", session: sessionNumber))
         }
+    }
+
+    private enum Limited { case uploads, queries }
+
+    /// `tooManyMessages` and a close for a connection over one of its message limits.
+    private func refuseFlood(_ connection: SyncConnection, session: Int64?, _ limited: Limited) {
+        let what = limited == .uploads ? "\(limits.maxUploadsPerSecond) uploads" : "\(limits.maxQueriesPerSecond) bind and query messages"
+        let error = SyncErrorMessage(.tooManyMessages, "more than \(what) per second: reconnect after a backoff", session: session)
+        metrics.error(error.code.rawValue)
+        recentErrors.add(error, user: connection.user.id)
+        connection.refuseFlood(error, limit: "\(what)/s")
     }
 
     private func fail(_ connection: SyncConnection, _ error: SyncErrorMessage) {

@@ -29,10 +29,11 @@ package final class SyncConnection: @unchecked Sendable {
     let user: RuleUser
     let app: SyncApp
 
-    /// Uploads this connection may still send now (a token bucket: it refills at
-    /// `maxUploadsPerSecond` and holds at most one second of them). Changed on the app's queue.
-    private var uploadAllowance: Double
-    private var allowanceUpdated = DispatchTime.now().uptimeNanoseconds
+    /// Uploads this connection may still send now (`maxUploadsPerSecond`). Changed on the app's queue.
+    private var uploads: TokenBucket
+    /// `bind` and `query` messages (each may start a catch-up or a bootstrap) it may still send
+    /// now (`maxQueriesPerSecond`). Changed on the app's queue.
+    private var queries: TokenBucket
     /// Set on the app's queue when the connection was refused for flooding: its messages still
     /// waiting on the queue are dropped (an upload after a dropped one must not be integrated
     /// over the gap; the client resends both from its upload cursor when it reconnects).
@@ -44,7 +45,8 @@ package final class SyncConnection: @unchecked Sendable {
         self.transport = transport
         self.user = user
         self.app = app
-        uploadAllowance = Double(app.limits.maxUploadsPerSecond)
+        uploads = TokenBucket(rate: app.limits.maxUploadsPerSecond)
+        queries = TokenBucket(rate: app.limits.maxQueriesPerSecond)
     }
 
     /// Reads the messages of a WebSocket (this connection's transport).
@@ -113,26 +115,21 @@ package final class SyncConnection: @unchecked Sendable {
 
     func close(code: UInt16, reason: String) { transport.close(code: code, reason: reason) }
 
-    /// Takes one upload from the bucket (on the app's queue); false when the connection is over
-    /// `maxUploadsPerSecond`. A limit of 0 lets everything through.
-    func takeUpload() -> Bool {
-        let rate = Double(app.limits.maxUploadsPerSecond)
-        guard rate > 0 else { return true }
-        let now = DispatchTime.now().uptimeNanoseconds
-        uploadAllowance = min(rate, uploadAllowance + rate * Double(now - allowanceUpdated) / 1e9)
-        allowanceUpdated = now
-        guard uploadAllowance >= 1 else { return false }
-        uploadAllowance -= 1
-        return true
-    }
+    /// Takes one upload from its bucket (on the app's queue); false when the connection is over
+    /// `maxUploadsPerSecond`.
+    func takeUpload() -> Bool { uploads.take() }
+
+    /// Takes one `bind` or `query` from its bucket (on the app's queue); false when the
+    /// connection is over `maxQueriesPerSecond`.
+    func takeQuery() -> Bool { queries.take() }
 
     /// Refuses a flooding connection (on the app's queue): `tooManyMessages`, then a close with
     /// 1008 (policy violation; not 1013, which wslay, on our own clients too, refuses as a
     /// protocol error). Its messages still on the queue are dropped.
-    func refuseFlood(_ error: SyncErrorMessage) {
+    func refuseFlood(_ error: SyncErrorMessage, limit: String) {
         guard !throttled else { return }
-        app.log.warning("closing a connection over the upload limit", ["user": user.id, "limit": "\(app.limits.maxUploadsPerSecond)/s"])
-        refuse(error, reason: "too many uploads")
+        app.log.warning("closing a connection over a message limit", ["user": user.id, "limit": limit])
+        refuse(error, reason: "too many messages")
     }
 
     /// Refuses the rest of what the connection sent (on the app's queue): the error, then a close
@@ -146,10 +143,36 @@ package final class SyncConnection: @unchecked Sendable {
     }
 }
 
+/// A token bucket: it refills at `rate` tokens a second and holds at most one second of them. A
+/// rate of 0 lets everything through.
+struct TokenBucket {
+    let rate: Double
+    private var tokens: Double
+    private var updated = DispatchTime.now().uptimeNanoseconds
+
+    init(rate: Int) {
+        self.rate = Double(max(0, rate))
+        tokens = self.rate
+    }
+
+    /// Takes a token; false when none is left.
+    mutating func take() -> Bool {
+        guard rate > 0 else { return true }
+        let now = DispatchTime.now().uptimeNanoseconds
+        tokens = min(rate, tokens + rate * Double(now - updated) / 1e9)
+        updated = now
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}
+
 /// Per-connection limits of the sync endpoint (docs/server.md, "Limits").
 struct SyncLimits: Sendable {
     /// Upload messages per second per connection (a bucket of one second); 0: no limit.
     var maxUploadsPerSecond: Int
+    /// `bind` and `query` messages per second per connection (a bucket of one second); 0: no limit.
+    var maxQueriesPerSecond: Int = 0
     /// Bytes of a connection's messages that may wait to be handled before it is dropped.
     var maxPendingBytes: Int
     /// How far a changeset's clock may be ahead of the server's wall clock (milliseconds); 0: no limit.
@@ -192,6 +215,7 @@ public final class SyncServer: @unchecked Sendable {
         http.webSocket.pingInterval = 30
         http.webSocket.maxQueuedBytes = 256 << 20
         let limits = SyncLimits(maxUploadsPerSecond: configuration.maxUploadsPerSecond,
+                                maxQueriesPerSecond: configuration.maxQueriesPerSecond,
                                 maxPendingBytes: max(64 << 20, 4 * configuration.maxMessageBytes),
                                 maxClockAheadMilliseconds: SyncLimits.milliseconds(configuration.maxClockAheadSeconds))
         self.http = try HTTPServer(configuration: http)

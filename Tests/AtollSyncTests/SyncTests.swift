@@ -528,19 +528,29 @@ final class ClockAheadTests: XCTestCase {
         _ = try storeB.refresh()
         XCTAssertEqual(try storeB.object("Task", primaryKey: .string("early"))?["name"], .string("from a fast clock"))
     }
+}
 
-    func testTheLimitIsConfigured() throws {
-        let file = NSTemporaryDirectory() + "atoll-clock-\(UUID().uuidString).json"
+/// The limits a config file sets, and the values it refuses.
+final class ServerLimitConfigurationTests: XCTestCase {
+    func testLimitsParseAndBadValuesAreRefused() throws {
+        let file = NSTemporaryDirectory() + "atoll-limits-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: file) }
-        XCTAssertEqual(ServerConfiguration().maxClockAheadSeconds, 3600)
-        for (text, expected) in [("0", 0), ("5", 5), ("315360000", 315_360_000)] {
-            try #"{"maxClockAheadSeconds": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)
-            XCTAssertEqual(try ServerConfiguration(file: file).maxClockAheadSeconds, expected)
-        }
-        for text in ["-1", "315360001", "\"1h\"", "1.5"] {
-            try #"{"maxClockAheadSeconds": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)
-            XCTAssertThrowsError(try ServerConfiguration(file: file), text) { error in
-                XCTAssertTrue("\(error)".contains("maxClockAheadSeconds"), "\(error)")
+        let defaults = ServerConfiguration()
+        XCTAssertEqual([defaults.maxClockAheadSeconds, defaults.maxQueriesPerSecond, defaults.maxUploadsPerSecond], [3600, 100, 1000])
+        let cases: [(key: String, good: [(String, Int)], bad: [String], read: (ServerConfiguration) -> Int)] = [
+            ("maxClockAheadSeconds", [("0", 0), ("5", 5), ("315360000", 315_360_000)], ["-1", "315360001", "\"1h\"", "1.5"], \.maxClockAheadSeconds),
+            ("maxQueriesPerSecond", [("0", 0), ("7", 7)], ["-1", "\"7\"", "2.5", "null"], \.maxQueriesPerSecond),
+        ]
+        for c in cases {
+            for (text, expected) in c.good {
+                try #"{"\#(c.key)": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)
+                XCTAssertEqual(c.read(try ServerConfiguration(file: file)), expected, "\(c.key): \(text)")
+            }
+            for text in c.bad {
+                try #"{"\#(c.key)": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)
+                XCTAssertThrowsError(try ServerConfiguration(file: file), "\(c.key): \(text)") { error in
+                    XCTAssertTrue("\(error)".contains(c.key), "\(error)")
+                }
             }
         }
     }

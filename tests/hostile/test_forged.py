@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -23,7 +23,9 @@ from helpers import download_instructions
 
 MAX_MESSAGE = 65536
 UPLOADS_PER_SECOND = 50
+QUERIES_PER_SECOND = 20
 CONFIG = {"maxMessageBytes": MAX_MESSAGE, "maxUploadsPerSecond": UPLOADS_PER_SECOND,
+          "maxQueriesPerSecond": QUERIES_PER_SECOND,
           "apps": [{"id": "owners", "developmentMode": True,
                     "sync": {"mode": "flexible", "partitionKey": "owner_id"},
                     "rules": OWNER_RULES}]}
@@ -353,24 +355,30 @@ def test_a_list_element_newer_than_its_changeset_is_badMessage(server: Server) -
 
 # MARK: - Floods
 
+def flood(conn: Raw, count: int, send: Callable[[int], None]) -> Tuple[int, Optional[int], List[Dict[str, Any]], float]:
+    """Sends `send(i)` for i in 0..<count as fast as possible until the server closes; (messages
+    sent, the server's close code, what it sent, seconds from the first message to the close)."""
+    from websockets.exceptions import ConnectionClosed
+    sent = 0
+    started = time.monotonic()
+    try:
+        for i in range(count):
+            send(i)
+            sent += 1
+    except ConnectionClosed:
+        pass
+    code, got = conn.closed_with(timeout=20)
+    attempt(sent)
+    return sent, code, got, time.monotonic() - started
+
+
 def test_an_upload_flood_gets_tooManyMessages_and_is_closed(server: Server) -> None:
     login = login_anonymous(server, APP)
     me = login["user_id"]
-    sent = 0
     with Raw(server, APP, login["access_token"]) as conn:
         conn.bind()
         conn.subscribe("owner_id == $0", [me])
-        started = time.monotonic()
-        from websockets.exceptions import ConnectionClosed
-        try:
-            for i in range(5000):
-                conn.upload([create_task(f"flood-{i}", me)])
-                sent += 1
-        except ConnectionClosed:
-            pass
-        code, got = conn.closed_with(timeout=20)
-        elapsed = time.monotonic() - started
-    attempt(sent)
+        sent, code, got, elapsed = flood(conn, 5000, lambda i: conn.upload([create_task(f"flood-{i}", me)]))
     errors = [m for m in got if m["type"] == "error"]
     assert [(e["code"], e["codeNumber"], e["action"], e["fatal"]) for e in errors] == [
         ("tooManyMessages", 233, "retry", False)], errors
@@ -386,6 +394,26 @@ def test_an_upload_flood_gets_tooManyMessages_and_is_closed(server: Server) -> N
         assert keys == {f"flood-{i}" for i in range(acked)}
     FIGURES["flood"] = (f"flood: {sent} uploads sent, {acked} integrated, closed 1008 after "
                         f"{elapsed:.2f} s")
+
+
+def test_a_flood_of_queries_gets_tooManyMessages_and_is_closed(server: Server) -> None:
+    """Each `query` (and `bind`) may start a bootstrap or a catch-up: a connection may send
+    maxQueriesPerSecond of them a second, a burst of one second's worth included."""
+    login = login_anonymous(server, APP)
+    me = login["user_id"]
+    with Raw(server, APP, login["access_token"]) as conn:
+        conn.bind()
+        sent, code, got, elapsed = flood(conn, 1000, lambda i: conn.send(
+            {"type": "query", "session": 1, "version": i + 1,
+             "queries": [{"name": "mine", "class": "Task", "query": "owner_id == $0", "args": [me]}]}))
+    errors = [m for m in got if m["type"] == "error"]
+    assert [(e["code"], e["action"], e["fatal"]) for e in errors] == [("tooManyMessages", "retry", False)], errors
+    assert "bind and query messages" in errors[0]["message"], errors
+    assert code == 1008
+    # The bind took one of the bucket's second; every query until it ran dry was answered.
+    answered = [m["version"] for m in got if m["type"] == "queryComplete"]
+    assert QUERIES_PER_SECOND - 1 <= len(answered) <= QUERIES_PER_SECOND * (1 + elapsed) + 1, (answered, elapsed)
+    assert answered == list(range(1, len(answered) + 1)), answered
 
 
 def test_uploads_under_the_limit_are_never_refused(server: Server) -> None:
