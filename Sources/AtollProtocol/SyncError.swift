@@ -86,8 +86,8 @@ public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
     public var message: String
     public var session: Int64?
     public var compensatingWrites: [CompensatingWrite] = []
-    /// Seconds after which trying again can succeed (`clockAhead`); the client waits at least
-    /// that long before it reconnects.
+    /// Seconds after which trying again can succeed (`clockAhead`, `tooManyMessages`); the
+    /// client waits at least that long before it reconnects.
     public var retryAfter: Int64?
 
     public init(_ code: SyncErrorCode, _ message: String, session: Int64? = nil, compensatingWrites: [CompensatingWrite] = [],

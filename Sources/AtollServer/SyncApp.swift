@@ -199,7 +199,9 @@ package final class SyncApp: @unchecked Sendable {
     /// `tooManyMessages` and a close for a connection over one of its message limits.
     private func refuseFlood(_ connection: SyncConnection, session: Int64?, _ limited: Limited) {
         let what = limited == .uploads ? "\(limits.maxUploadsPerSecond) uploads" : "\(limits.maxQueriesPerSecond) bind and query messages"
-        let error = SyncErrorMessage(.tooManyMessages, "more than \(what) per second: reconnect after a backoff", session: session)
+        // A second refills the bucket: the client waits at least that long before it reconnects.
+        let error = SyncErrorMessage(.tooManyMessages, "more than \(what) per second: reconnect after a backoff", session: session,
+                                     retryAfter: 1)
         metrics.error(error.code.rawValue)
         recentErrors.add(error, user: connection.user.id)
         connection.refuseFlood(error, limit: "\(what)/s")

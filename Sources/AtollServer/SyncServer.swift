@@ -67,7 +67,8 @@ package final class SyncConnection: @unchecked Sendable {
                 if waiting > app.limits.maxPendingBytes {
                     app.log.warning("dropping a connection whose messages pile up", ["user": user.id, "bytes": "\(waiting)"])
                     app.metrics.error(SyncErrorCode.tooManyMessages.rawValue)
-                    send(SyncErrorMessage(.tooManyMessages, "more than \(app.limits.maxPendingBytes) bytes of messages wait to be handled").wireValue)
+                    send(SyncErrorMessage(.tooManyMessages, "more than \(app.limits.maxPendingBytes) bytes of messages wait to be handled",
+                                          retryAfter: 1).wireValue)
                     close(code: 1008, reason: "too many messages")
                     pendingBytes.subtract(size, ordering: .relaxed)
                     return

@@ -380,8 +380,8 @@ def test_an_upload_flood_gets_tooManyMessages_and_is_closed(server: Server) -> N
         conn.subscribe("owner_id == $0", [me])
         sent, code, got, elapsed = flood(conn, 5000, lambda i: conn.upload([create_task(f"flood-{i}", me)]))
     errors = [m for m in got if m["type"] == "error"]
-    assert [(e["code"], e["codeNumber"], e["action"], e["fatal"]) for e in errors] == [
-        ("tooManyMessages", 233, "retry", False)], errors
+    assert [(e["code"], e["codeNumber"], e["action"], e["fatal"], e["retryAfter"]) for e in errors] == [
+        ("tooManyMessages", 233, "retry", False, 1)], errors
     assert code == 1008
     acked = max([m["clientVersion"] for m in got if m["type"] == "uploadAck"] or [0])
     # The bucket holds a second of uploads and refills at the limit while the flood lasts.
@@ -407,7 +407,8 @@ def test_a_flood_of_queries_gets_tooManyMessages_and_is_closed(server: Server) -
             {"type": "query", "session": 1, "version": i + 1,
              "queries": [{"name": "mine", "class": "Task", "query": "owner_id == $0", "args": [me]}]}))
     errors = [m for m in got if m["type"] == "error"]
-    assert [(e["code"], e["action"], e["fatal"]) for e in errors] == [("tooManyMessages", "retry", False)], errors
+    assert [(e["code"], e["action"], e["fatal"], e["retryAfter"]) for e in errors] == [
+        ("tooManyMessages", "retry", False, 1)], errors
     assert "bind and query messages" in errors[0]["message"], errors
     assert code == 1008
     # The bind took one of the bucket's second; every query until it ran dry was answered.
