@@ -244,12 +244,8 @@ struct Integrator {
             try store.withMetadata { sql in
                 for start in stride(from: 0, to: texts.count, by: SQLPlaces.most) {
                     let part = texts[start..<min(start + SQLPlaces.most, texts.count)]
-                    var arguments: [Value] = [.string(cls)]
-                    arguments.reserveCapacity(1 + SQLPlaces.size(for: part.count))
-                    for text in part { arguments.append(.string(text)) }
-                    while arguments.count <= SQLPlaces.size(for: part.count) { arguments.append(.null) }
                     let rows = try sql.rows("SELECT pk, erased FROM _atoll_sync_objects WHERE class = ? AND erased IS NOT NULL AND pk IN (\(SQLPlaces.list(for: part.count)))",
-                                            arguments)
+                                            [.string(cls)] + part.map { .string($0) })
                     for row in rows {
                         if case .string(let pk) = row[0], case .string(let c) = row[1], let e = Clock(text: c) { erased[pk] = e }
                     }

@@ -202,9 +202,18 @@ package final class SyncApp: @unchecked Sendable {
         // A second refills the bucket: the client waits at least that long before it reconnects.
         let error = SyncErrorMessage(.tooManyMessages, "more than \(what) per second: reconnect after a backoff", session: session,
                                      retryAfter: 1)
+        refuse(connection, error, reason: "too many messages")
+    }
+
+    /// Counts, records and logs `error`, then refuses the rest of what the connection sent
+    /// (`SyncConnection.refuse`: the error, a close with 1008, its queued messages dropped).
+    private func refuse(_ connection: SyncConnection, _ error: SyncErrorMessage, reason: String) {
+        guard !connection.throttled else { return }
         metrics.error(error.code.rawValue)
         recentErrors.add(error, user: connection.user.id)
-        connection.refuseFlood(error, limit: "\(what)/s")
+        log.warning("refusing a sync connection", ["app": configuration.id, "user": connection.user.id, "reason": reason,
+                                                   "message": error.message])
+        connection.refuse(error, reason: reason)
     }
 
     private func fail(_ connection: SyncConnection, _ error: SyncErrorMessage) {
@@ -678,11 +687,7 @@ package final class SyncApp: @unchecked Sendable {
             guard cs.clientVersion > s.uploadCursor else { continue }
             if let refusal = clockAhead(cs, s) {
                 s.partial = nil
-                metrics.error(refusal.code.rawValue)
-                recentErrors.add(refusal, user: s.user.id)
-                log.warning("refusing an upload whose clock is ahead", ["app": configuration.id, "user": s.user.id, "message": refusal.message])
-                s.connection.refuse(refusal, reason: "clock ahead")
-                return
+                return refuse(s.connection, refusal, reason: "clock ahead")
             }
             try checkElements(cs)
             // A large changeset arrives in parts: it is integrated once the last one is in.

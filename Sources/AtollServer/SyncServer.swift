@@ -124,18 +124,10 @@ package final class SyncConnection: @unchecked Sendable {
     /// connection is over `maxQueriesPerSecond`.
     func takeQuery() -> Bool { queries.take() }
 
-    /// Refuses a flooding connection (on the app's queue): `tooManyMessages`, then a close with
-    /// 1008 (policy violation; not 1013, which wslay, on our own clients too, refuses as a
-    /// protocol error). Its messages still on the queue are dropped.
-    func refuseFlood(_ error: SyncErrorMessage, limit: String) {
-        guard !throttled else { return }
-        app.log.warning("closing a connection over a message limit", ["user": user.id, "limit": limit])
-        refuse(error, reason: "too many messages")
-    }
-
     /// Refuses the rest of what the connection sent (on the app's queue): the error, then a close
-    /// with 1008. Its messages still on the queue are dropped, so that no upload after a refused
-    /// one is integrated over the gap; the client resends from its upload cursor.
+    /// with 1008 (policy violation; not 1013, which wslay, on our own clients too, refuses as a
+    /// protocol error). Its messages still on the queue are dropped, so that no upload after a
+    /// refused one is integrated over the gap; the client resends from its upload cursor.
     func refuse(_ error: SyncErrorMessage, reason: String) {
         guard !throttled else { return }
         throttled = true

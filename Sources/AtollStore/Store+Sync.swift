@@ -7,8 +7,8 @@ import Foundation
 // `_atoll_sync`.
 
 /// Parameter lists for `IN (…)` of up to 500 values, in statements of 8, 64 or 500 places: a
-/// few prepared statements serve every count. The places past the values stay NULL (unbound,
-/// or bound to `.null`), which `IN` matches to nothing.
+/// few prepared statements serve every count. The places past the values stay NULL (a cached
+/// statement's bindings are cleared when it is reset), which `IN` matches to nothing.
 public enum SQLPlaces {
     /// The most values one list takes.
     public static let most = 500
