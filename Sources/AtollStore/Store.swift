@@ -449,7 +449,8 @@ public final class Store: @unchecked Sendable {
                 chunks.reset()
                 chunks.bind(1, Int64(sets[i].version))
                 while try chunks.step() {
-                    sets[i].instructions += try ChangeRecorder.decode(chunks.blob(0))
+                    let decoded = try ChangeRecorder.decode(chunks.blob(0))
+                    if sets[i].instructions.isEmpty { sets[i].instructions = decoded } else { sets[i].instructions += decoded }
                 }
             }
             chunks.reset()

@@ -27,13 +27,13 @@ final class ChangeRecorder {
 
     /// Name numbers already given to a class and its columns in this chunk: saves hashing the
     /// names for every object of a bulk insert.
-    private var columnNumbers: [ObjectIdentifier: (className: Int, columns: [Int])] = [:]
+    private var columnNumbers: [ObjectIdentifier: (className: Int, columns: [(index: Int, number: Int)])] = [:]
 
     /// A new object with the values of its columns, `values[i]` for `info.columns[i]` (a `set`
     /// each when read back; the primary key's column is left out).
     func recordCreate(_ info: ClassInfo, _ primaryKey: Value, values: [Value]) {
         let id = ObjectIdentifier(info)
-        let numbers: (className: Int, columns: [Int])
+        let numbers: (className: Int, columns: [(index: Int, number: Int)])
         if let known = columnNumbers[id] {
             numbers = known
         } else {
@@ -42,19 +42,21 @@ final class ChangeRecorder {
             writer.byte(Self.defineNames)
             writer.varint(UInt64(names.count))
             for name in names { writer.name(name) }
-            numbers = (writer.nameNumbers[info.name] ?? 0, info.columns.map { writer.nameNumbers[$0.name] ?? 0 })
+            // The columns but the primary key's, by position and name number.
+            let pkName = info.primaryKey?.name
+            numbers = (writer.nameNumbers[info.name] ?? 0, info.columns.enumerated().filter { $0.element.name != pkName }
+                .map { ($0.offset, writer.nameNumbers[$0.element.name] ?? 0) })
             columnNumbers[id] = numbers
         }
         writer.byte(Self.createWithValues)
         writer.varint(UInt64(numbers.className + 1))
         writer.value(primaryKey)
-        let pkName = info.primaryKey?.name
-        writer.varint(UInt64(values.count - (pkName == nil ? 0 : 1)))
-        for (i, p) in info.columns.enumerated() where p.name != pkName {
-            writer.varint(UInt64(numbers.columns[i] + 1))
+        writer.varint(UInt64(numbers.columns.count))
+        for (i, number) in numbers.columns {
+            writer.varint(UInt64(number + 1))
             writer.value(values[i])
         }
-        pendingCount += values.count - (pkName == nil ? 0 : 1) + 1
+        pendingCount += numbers.columns.count + 1
     }
 
     func record(_ ins: Instruction) {
@@ -152,7 +154,14 @@ final class ChangeRecorder {
             throw AtollError(.file, "the change log has an unknown format")
         }
         var out = [Instruction]()
+        var reserved = false
         while !reader.atEnd {
+            // Room for the rest, as many per byte as so far: a large chunk's array is not
+            // copied as it grows.
+            if !reserved, out.count >= 1_024 {
+                reserved = true
+                out.reserveCapacity(Int(Double(out.count) * Double(bytes.count) / Double(reader.offset) * 1.05))
+            }
             let kind = try reader.byte()
             if kind == defineNames {
                 let n = try reader.varint()

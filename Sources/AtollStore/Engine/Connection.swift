@@ -10,6 +10,9 @@ let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 final class Connection {
     private(set) var db: OpaquePointer?
     private var cache: [String: Statement] = [:]
+    /// The statement asked for last: a bulk write asks for the same one for every object, and
+    /// comparing the text it passes again costs less than hashing it.
+    private var last: (sql: String, statement: Statement)?
     let path: String
 
     /// Opens the database at `path` (an SQLite filename or URI) with SQLite's open flags.
@@ -29,6 +32,7 @@ final class Connection {
     deinit { close() }
 
     func close() {
+        last = nil
         for statement in cache.values { statement.finalize() }
         cache.removeAll()
         if let db { sqlite3_close_v2(db) }
@@ -38,12 +42,18 @@ final class Connection {
     /// A prepared statement for `sql`, from the cache when it was prepared before. Reset and
     /// with its bindings cleared.
     func statement(_ sql: String) throws -> Statement {
+        if let last, last.sql == sql {
+            last.statement.reset()
+            return last.statement
+        }
         if let cached = cache[sql] {
             cached.reset()
+            last = (sql, cached)
             return cached
         }
         let statement = try prepare(sql)
         cache[sql] = statement
+        last = (sql, statement)
         return statement
     }
 
@@ -65,6 +75,7 @@ final class Connection {
 
     /// Drops cached statements (after the schema changed).
     func clearCache() {
+        last = nil
         for statement in cache.values { statement.finalize() }
         cache.removeAll()
     }
