@@ -69,10 +69,15 @@ struct Integration {
 struct Integrator {
     let store: Store
     let mayWrite: (String, [Value]) throws -> [String: String]
+    /// Whether the user may write every object of a class, whatever its state: then `mayWrite`
+    /// is not asked, and the objects after integration are not looked up.
+    let mayWriteAll: (String) -> Bool
 
-    init(store: Store, mayWrite: @escaping (String, [Value]) throws -> [String: String] = { _, _ in [:] }) {
+    init(store: Store, mayWrite: @escaping (String, [Value]) throws -> [String: String] = { _, _ in [:] },
+         mayWriteAll: @escaping (String) -> Bool = { _ in false }) {
         self.store = store
         self.mayWrite = mayWrite
+        self.mayWriteAll = mayWriteAll
     }
 
     /// With a check of one object at a time (its document as the store has it).
@@ -99,6 +104,8 @@ struct Integrator {
         let byClass = denied.isEmpty ? ids.keysByClass : ids.filter { denied[$0] == nil }.keysByClass
         var any = false
         for (cls, keys) in byClass {
+            let unconditional = mayWriteAll(cls)
+            if unconditional, live == nil { continue }
             let existing: [Value]
             do { existing = try store.primaryKeys(cls, among: keys) } catch {
                 for k in keys { denied[ObjectID(cls, k)] = "the write could not be applied: \(error)" }
@@ -106,7 +113,7 @@ struct Integrator {
                 continue
             }
             if live != nil { live?[cls, default: []].formUnion(existing.map(keyText)) }
-            guard !existing.isEmpty else { continue }
+            guard !existing.isEmpty, !unconditional else { continue }
             let reasons = try mayWrite(cls, existing)
             if reasons.isEmpty { continue }
             for k in existing { if let r = reasons[keyText(k)] { denied[ObjectID(cls, k)] = r; any = true } }
@@ -133,7 +140,8 @@ struct Integrator {
                 denied[failure.id] = failure.reason
                 refusedNow = true
             }
-            if !refusedNow { refusedNow = try refused(result.touched, &denied) }
+            // Every instruction an effect: the objects touched are those of the changeset.
+            if !refusedNow { refusedNow = try refused(result.effects.count == changeset.instructions.count ? order : result.touched, &denied) }
             if refusedNow {
                 try store.withMetadata { sql in
                     try sql.execute("ROLLBACK TO atoll_integrate")
@@ -162,7 +170,11 @@ struct Integrator {
         let all = denied.isEmpty ? changeset.instructions : changeset.instructions.filter { denied[$0.objectID] == nil }
         let clock = changeset.clock
         let fresh = try freshObjects(all, clock, live: live)
-        var effects = [SyncInstruction]()
+        // The effects, as runs of `all`: most often all of it, which then is not copied.
+        var kept = [Range<Int>]()
+        func keep(_ r: Range<Int>) {
+            if let last = kept.last, last.upperBound == r.lowerBound { kept[kept.count - 1] = last.lowerBound..<r.upperBound } else { kept.append(r) }
+        }
         var batch = [(doc: Document, block: ArraySlice<SyncInstruction>)]()
         var batchClass = ""
         func flush() throws {
@@ -173,14 +185,14 @@ struct Integrator {
                 try store.createMany(batchClass, batch.map(\.doc))
                 try recordCreated(batchClass, batch.map(\.block), clock)
                 try store.withMetadata { try $0.execute("RELEASE atoll_batch") }
-                for b in batch { effects += b.block }
+                for b in batch { keep(b.block.indices) }
             } catch {
                 // One of them cannot be created whole: each goes on its own.
                 try store.withMetadata { sql in
                     try sql.execute("ROLLBACK TO atoll_batch")
                     try sql.execute("RELEASE atoll_batch")
                 }
-                for b in batch { for ins in b.block { if try applyOne(ins, clock) { effects.append(ins) } } }
+                for b in batch { for k in b.block.indices where try applyOne(all[k], clock) { keep(k..<k + 1) } }
             }
         }
         // The last class's primary key name (a changeset's objects come in runs of a class).
@@ -206,10 +218,14 @@ struct Integrator {
                 }
             }
             try flush()
-            if try applyOne(ins, clock) { effects.append(ins) }
+            if try applyOne(ins, clock) { keep(i..<i + 1) }
             i += 1
         }
         try flush()
+        if kept.count == 1, kept[0] == all.indices { return all }
+        var effects = [SyncInstruction]()
+        effects.reserveCapacity(kept.reduce(0) { $0 + $1.count })
+        for r in kept { effects += all[r] }
         return effects
     }
 
@@ -264,8 +280,10 @@ struct Integrator {
     private func recordCreated(_ cls: String, _ blocks: [ArraySlice<SyncInstruction>], _ clock: Clock) throws {
         try store.withMetadata { sql in
             let c = Value.string(clock.description)
+            // In the table's order: a B-tree takes sorted keys several times faster.
+            let keys = blocks.compactMap { $0.first.map { keyText($0.primaryKey) } }.sorted()
             try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, NULL, ?)",
-                                blocks.compactMap { b in b.first.map { [.string(cls), .string(keyText($0.primaryKey)), c, c] } })
+                                keys.map { [.string(cls), .string($0), c, c] })
             var listRows = [[Value]]()
             for block in blocks {
                 guard let first = block.first else { continue }

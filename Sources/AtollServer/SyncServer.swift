@@ -73,9 +73,12 @@ package final class SyncConnection: @unchecked Sendable {
                     pendingBytes.subtract(size, ordering: .relaxed)
                     return
                 }
+                // A large message is parsed on another core meanwhile; the queue handles the
+                // messages in order all the same.
+                let message = ParsedMessage(text)
                 app.queue.async { [self] in
                     defer { pendingBytes.subtract(size, ordering: .relaxed) }
-                    receive(text)
+                    receive(message)
                 }
             case .binary:
                 send(SyncErrorMessage(.badMessage, "messages are JSON text, not binary").wireValue)
@@ -90,10 +93,12 @@ package final class SyncConnection: @unchecked Sendable {
     }
 
     /// Handles one text message of the client; call on the app's queue.
-    package func receive(_ text: String) {
+    package func receive(_ text: String) { receive(ParsedMessage(text)) }
+
+    private func receive(_ message: ParsedMessage) {
         guard !throttled else { return }
         do {
-            app.handle(try Wire.decode(text), from: self)
+            app.handle(try message.fields(), from: self)
         } catch {
             app.metrics.error(SyncErrorCode.badMessage.rawValue)
             send(SyncErrorMessage(.badMessage, "\(error)").wireValue)

@@ -576,7 +576,7 @@ public final class SyncSession: @unchecked Sendable {
     /// same `clientVersion` and clock, `"more": true` on all but the last. Each part is encoded
     /// once; a part that comes out too large is halved.
     static func parts(of cs: SyncChangeset) -> [String] {
-        func encode(_ slice: ArraySlice<SyncInstruction>, more: Bool) -> String {
+        @Sendable func encode(_ slice: ArraySlice<SyncInstruction>, more: Bool) -> String {
             var piece = cs
             piece.instructions = Array(slice)
             var value = piece.wireValue
@@ -605,16 +605,18 @@ public final class SyncSession: @unchecked Sendable {
                 chunks.append(next)
             }
         }
+        // The parts are encoded on all cores; one that comes out too large is halved here.
+        var texts = concurrentMap(chunks.count) { [chunks] i in encode(chunks[i], more: i < chunks.count - 1) }
         var i = 0
         while i < chunks.count {
             let chunk = chunks[i]
-            let text = encode(chunk, more: i < chunks.count - 1)
-            if text.utf8.count > partBytes, chunk.count > 1 {
+            if texts[i].utf8.count > partBytes, chunk.count > 1 {
                 let mid = chunk.startIndex + chunk.count / 2
                 chunks.replaceSubrange(i...i, with: [chunk[..<mid], chunk[mid...]])
+                texts.replaceSubrange(i...i, with: [encode(chunks[i], more: true), encode(chunks[i + 1], more: i + 1 < chunks.count - 1)])
                 continue
             }
-            out.append(text)
+            out.append(texts[i])
             i += 1
         }
         return out

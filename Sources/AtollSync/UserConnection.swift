@@ -152,7 +152,10 @@ final class UserConnection: @unchecked Sendable {
         attempt = 0
         ws.onEvent = { [weak self] event in
             guard let self else { return }
-            self.queue.async { self.event(event, ws) }
+            // A large message is parsed on another core meanwhile; the queue handles the
+            // messages in order all the same.
+            let message: ParsedMessage? = if case .text(let text) = event { ParsedMessage(text) } else { nil }
+            self.queue.async { self.event(event, message, ws) }
         }
         for s in sessions.values.sorted(by: { $0.number < $1.number }) { s.didConnect() }
     }
@@ -189,12 +192,12 @@ final class UserConnection: @unchecked Sendable {
         }
     }
 
-    private func event(_ event: WebSocketEvent, _ ws: WebSocket) {
+    private func event(_ event: WebSocketEvent, _ message: ParsedMessage?, _ ws: WebSocket) {
         guard ws === socket else { return }
         switch event {
-        case .text(let text):
+        case .text:
             do {
-                let m = try Wire.decode(text)
+                guard let m = try message?.fields() else { return }
                 if case .int(let seconds)? = m["retryAfter"], seconds > 0, (try? m.string("type")) == "error" {
                     // Before the close that follows: the reconnect it schedules waits this long.
                     notBefore = max(notBefore, Self.uptime() + min(Double(seconds), Self.longestHoldOff))
