@@ -91,15 +91,17 @@ struct BinaryReader {
     /// The names read so far (see `BinaryWriter.name`).
     var names: [String] = []
 
-    mutating func name() throws -> String {
+    mutating func name() throws -> String { names[try nameNumber()] }
+
+    /// The number of the next name (its index in `names`).
+    mutating func nameNumber() throws -> Int {
         let k = try varint()
         if k == 0 {
-            let s = try string()
-            names.append(s)
-            return s
+            names.append(try string())
+            return names.count - 1
         }
         guard k <= UInt64(names.count) else { throw corrupt() }
-        return names[Int(k - 1)]
+        return Int(k - 1)
     }
 
     init(_ bytes: [UInt8]) { self.bytes = bytes }

@@ -154,6 +154,7 @@ final class ChangeRecorder {
             throw AtollError(.file, "the change log has an unknown format")
         }
         var out = [Instruction]()
+        var paths = [[PathElement]?]()
         var reserved = false
         while !reader.atEnd {
             // Room for the rest, as many per byte as so far: a large chunk's array is not
@@ -176,8 +177,12 @@ final class ChangeRecorder {
                 let n = try reader.varint()
                 guard n <= UInt64(bytes.count) else { throw reader.corrupt() }
                 for _ in 0..<n {
-                    let property = try reader.name()
-                    out.append(Instruction(.set, className, pk, path: [.key(property)], value: try reader.value()))
+                    // One path array per property name, shared by every object's set.
+                    let number = try reader.nameNumber()
+                    if number >= paths.count { paths += Array(repeating: nil, count: number + 1 - paths.count) }
+                    let path = paths[number] ?? [.key(reader.names[number])]
+                    paths[number] = path
+                    out.append(Instruction(.set, className, pk, path: path, value: try reader.value()))
                 }
                 continue
             }
