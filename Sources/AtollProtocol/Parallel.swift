@@ -40,9 +40,9 @@ public final class Eventually<T>: @unchecked Sendable {
     }
 }
 
-/// A message parsed on another core while the queue that handles messages in order is busy with
-/// the one before: large uploads and downloads arrive as several messages, and reading their JSON
-/// is most of the work of each.
+/// A message parsed (and its changesets decoded) on another core while the queue that handles
+/// messages in order is busy with the one before: large uploads and downloads arrive as several
+/// messages, and reading their JSON is most of the work of each.
 ///
 /// Messages under `threshold` bytes are parsed where they are handled: a hop to another thread
 /// costs more than they take.
@@ -58,7 +58,15 @@ public struct ParsedMessage: Sendable {
             parsed = nil
         } else {
             self.text = nil
-            parsed = Eventually { Result { try Wire.decode(text) } }
+            parsed = Eventually {
+                Result {
+                    var fields = try Wire.decode(text)
+                    if fields["changesets"] != nil {
+                        fields.decodedChangesets = try? fields.list("changesets").map(SyncChangeset.init(wire:))
+                    }
+                    return fields
+                }
+            }
         }
     }
 

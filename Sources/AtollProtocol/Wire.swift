@@ -12,6 +12,10 @@ public struct ProtocolError: Error, Sendable, CustomStringConvertible {
 public struct Fields: Sendable {
     public let document: Document
     let context: String
+    /// The message's `changesets`, decoded, when a `ParsedMessage` decoded them on another core
+    /// (each element decodes `changesets[i]`); nil otherwise, and when one of them does not
+    /// decode (the handler then meets the error where it used to).
+    public internal(set) var decodedChangesets: [SyncChangeset]?
 
     public init(_ value: Value, _ context: String) throws {
         guard case .object(let d) = value else { throw ProtocolError("\(context): expected a JSON object") }
@@ -381,13 +385,15 @@ extension SyncInstruction {
         }
         var out = [SyncInstruction]()
         out.reserveCapacity(objects.count * (fields.count + 1))
+        // One path array per field, shared by every object's set.
+        let paths = fields.map { [PathElement.key($0)] }
         for (key, row) in zip(keys, objects) {
             guard case .list(let values) = row, values.count == fields.count else {
                 throw ProtocolError("instruction creates: each object must be an array of one value per field")
             }
             out.append(SyncInstruction(.create, className, key))
-            for (name, value) in zip(fields, values) {
-                out.append(SyncInstruction(.set, className, key, path: [.key(name)], value: value))
+            for (path, value) in zip(paths, values) {
+                out.append(SyncInstruction(.set, className, key, path: path, value: value))
             }
         }
         return out
@@ -401,12 +407,11 @@ extension SyncInstruction {
         var out = [SyncInstruction]()
         out.reserveCapacity(values.count)
         for value in values {
-            if case .object(let d) = value, d["op"] == .string("upserts") {
-                out += try upserts(wire: Fields(value, "instruction"))
-                continue
-            }
-            if case .object(let d) = value, d["op"] == .string("creates") {
-                out += try creates(wire: Fields(value, "instruction"))
+            if case .object(let d) = value, d["op"] == .string("upserts") || d["op"] == .string("creates") {
+                let group = d["op"] == .string("upserts") ? try upserts(wire: Fields(value, "instruction"))
+                    : try creates(wire: Fields(value, "instruction"))
+                // A message of one large group: its array is taken, not copied.
+                if out.isEmpty { out = group } else { out += group }
                 continue
             }
             let ins = try SyncInstruction(wire: value)

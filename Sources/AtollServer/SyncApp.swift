@@ -685,8 +685,9 @@ package final class SyncApp: @unchecked Sendable {
 
     private func upload(_ m: Fields, _ s: Session) throws {
         var acked = s.uploadCursor
-        for item in try m.list("changesets") {
-            var cs = try SyncChangeset(wire: item)
+        let decoded = m.decodedChangesets
+        for (n, item) in try m.list("changesets").enumerated() {
+            var cs = try decoded?[n] ?? SyncChangeset(wire: item)
             guard cs.clientVersion > s.uploadCursor else { continue }
             if let refusal = clockAhead(cs, s) {
                 s.partial = nil
@@ -794,8 +795,6 @@ package final class SyncApp: @unchecked Sendable {
         }
     }
 
-    /// Which of a class's objects (as they are now in the store) the session's user may not
-    /// write: primary key text → reason. The write rule and the session's view must both hold.
     /// Whether the session's user may write any object of `cls`, whatever its state: the role's
     /// write rule always allows, and the session's view is the whole class.
     func mayWriteAll(_ s: Session, _ cls: String) -> Bool {
@@ -803,6 +802,8 @@ package final class SyncApp: @unchecked Sendable {
         return s.views[cls]?.text == "TRUEPREDICATE"
     }
 
+    /// Which of a class's objects (as they are now in the store) the session's user may not
+    /// write: primary key text → reason. The write rule and the session's view must both hold.
     func mayWrite(_ s: Session, _ cls: String, _ keys: [Value]) throws -> [String: String] {
         func all(_ reason: String) -> [String: String] {
             Dictionary(keys.map { (keyText($0), reason) }, uniquingKeysWith: { a, _ in a })

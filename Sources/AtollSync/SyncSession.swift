@@ -647,8 +647,9 @@ public final class SyncSession: @unchecked Sendable {
     private func download(_ m: Fields) throws {
         let serverVersion = try m.uint("serverVersion")
         var instructions = [(SyncInstruction, Clock)]()
-        for item in try m.list("changesets") {
-            let cs = try SyncChangeset(wire: item)
+        let decoded = m.decodedChangesets
+        for (n, item) in try m.list("changesets").enumerated() {
+            let cs = try decoded?[n] ?? SyncChangeset(wire: item)
             instructions.reserveCapacity(instructions.count + cs.instructions.count)
             for ins in cs.instructions { instructions.append((ins, cs.clock)) }
         }
