@@ -36,6 +36,12 @@ final class ClassInfo {
     /// `SELECT t.rowkey, t.columns...` (append a FROM clause with the table as `t`).
     let selectList: String
     let insertSQL: String
+    /// Rows to one `INSERT` of `createMany` (`insertManySQL`): more than 1 only for classes with
+    /// a primary key whose columns are all scalars and which have no collections, whose
+    /// objects are each one row and nothing else; as many as fit SQLite's limit on parameters.
+    let rowsPerInsert: Int
+    /// `INSERT INTO table (columns) VALUES (…), (…), …` with `rowsPerInsert` rows.
+    let insertManySQL: String
     /// `INSERT` with the row key given first (for objects of classes without primary key that
     /// are given their key).
     let insertWithKeySQL: String
@@ -88,6 +94,11 @@ final class ClassInfo {
             : "INSERT INTO \(table) (\(names)) VALUES (\(params))"
         insertWithKeySQL = columns.isEmpty ? "INSERT INTO \(table) (\(rowKey)) VALUES (?)"
             : "INSERT INTO \(table) (\(rowKey), \(names)) VALUES (?, \(params))"
+        let oneRowEach = primaryKey == nil || schema.isEmbedded || !collections.isEmpty
+            || columns.contains { $0.type == .object || $0.type == .mixed }
+        rowsPerInsert = oneRowEach ? 1 : max(1, min(64, 32_000 / max(1, columns.count)))
+        insertManySQL = rowsPerInsert == 1 ? insertSQL
+            : "INSERT INTO \(table) (\(names)) VALUES " + Array(repeating: "(\(params))", count: rowsPerInsert).joined(separator: ", ")
     }
 
     private var valueSQLCache: [String: String] = [:]
