@@ -332,3 +332,76 @@ extension SyncInstruction {
         return sequences
     }
 }
+
+/// The runs of instructions that create new objects, as batched creation takes them: a create
+/// and the object's own writes after it, up to the next create or erase or another object's
+/// instruction; each with the object as one document when the run writes it whole
+/// (`SyncInstruction.wholeObject`). Found in one pass, on another core, while the caller looks
+/// up which of the objects are new; then asked for in order of position.
+public struct CreateRuns: Sendable {
+    /// The instructions from which the runs are worth finding on another core.
+    public static let elsewhere = 4_096
+
+    public struct Run: Sendable {
+        public let end: Int
+        public let doc: Document?
+        /// The identities of the object's lists, made at the create's clock (downloads only).
+        public let lists: [String: ListSequence]
+
+        public init(end: Int, doc: Document?, lists: [String: ListSequence]) {
+            self.end = end
+            self.doc = doc
+            self.lists = lists
+        }
+    }
+
+    private var runs: [(start: Int, run: Run)] = []
+    private var cursor = 0
+
+    /// The runs in an upload's instructions (`primaryKeys`: each class's primary key name).
+    public init(_ all: [SyncInstruction], primaryKeys: [String: String]) {
+        self.init(all, primaryKeys, { $0 }, block: { all[$0] }, listClock: nil)
+    }
+
+    /// The runs in a download's instructions, with their lists.
+    public init(_ all: [(SyncInstruction, Clock)], primaryKeys: [String: String]) {
+        self.init(all, primaryKeys, \.0, block: { all[$0].map(\.0)[...] }, listClock: \.1)
+    }
+
+    private init<T>(_ all: [T], _ primaryKeys: [String: String], _ instruction: (T) -> SyncInstruction,
+                    block: (Range<Int>) -> ArraySlice<SyncInstruction>, listClock: ((T) -> Clock)?) {
+        var i = 0
+        while i < all.count {
+            let ins = instruction(all[i])
+            guard ins.op == .create else {
+                i += 1
+                continue
+            }
+            let j = Self.end(all, at: i, instruction)
+            let instructions = block(i..<j)
+            let doc = primaryKeys[ins.className].flatMap { SyncInstruction.wholeObject(instructions, primaryKey: $0) }
+            let lists = doc == nil ? [:] : listClock.map { SyncInstruction.listSequences(instructions, clock: $0(all[i])) } ?? [:]
+            runs.append((i, Run(end: j, doc: doc, lists: lists)))
+            i = j
+        }
+    }
+
+    /// The end of the run of the object created at `i`.
+    public static func end<T>(_ all: [T], at i: Int, _ instruction: (T) -> SyncInstruction) -> Int {
+        let first = instruction(all[i])
+        var j = i + 1
+        while j < all.endIndex {
+            let next = instruction(all[j])
+            guard next.sameObject(as: first), next.op != .create, next.op != .erase else { break }
+            j += 1
+        }
+        return j
+    }
+
+    /// The run that starts at `i`, if any; positions must be asked for in increasing order.
+    public mutating func run(at i: Int) -> Run? {
+        while cursor < runs.count, runs[cursor].start < i { cursor += 1 }
+        guard cursor < runs.count, runs[cursor].start == i else { return nil }
+        return runs[cursor].run
+    }
+}

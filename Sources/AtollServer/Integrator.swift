@@ -122,6 +122,13 @@ struct Integrator {
     }
 
     func integrate(_ changeset: SyncChangeset) throws -> Integration {
+        // A large changeset's new objects are put together on another core meanwhile.
+        let instructions = changeset.instructions
+        var pkNames = [String: String]()
+        for c in store.schema.classes { pkNames[c.name] = c.primaryKey }
+        let primaryKeys = pkNames
+        let whole = instructions.count < CreateRuns.elsewhere ? nil
+            : Eventually { CreateRuns(instructions, primaryKeys: primaryKeys) }
         var denied = [ObjectID: String]()
         let order = changeset.instructions.objectIDs
         // Objects the user may not write as they are now (and which exist).
@@ -135,7 +142,9 @@ struct Integrator {
             var result = Integration()
             var refusedNow = false
             do {
-                result.effects = try applyAll(changeset, live: live, skipping: denied, refusing: &denied)
+                // Found for all the instructions: of use while none is refused.
+                let prepared = denied.isEmpty ? whole?.value() : nil
+                result.effects = try applyAll(changeset, live: live, skipping: denied, refusing: &denied, prepared: prepared)
             } catch let failure as RefusedObject {
                 denied[failure.id] = failure.reason
                 refusedNow = true
@@ -166,7 +175,7 @@ struct Integrator {
     /// Applies the instructions of the objects not refused, in order; returns those that changed
     /// something. `live` names the objects that exist before (keys as text, per class).
     private func applyAll(_ changeset: SyncChangeset, live: [String: Set<String>], skipping denied: [ObjectID: String],
-                          refusing: inout [ObjectID: String]) throws -> [SyncInstruction] {
+                          refusing: inout [ObjectID: String], prepared: CreateRuns?) throws -> [SyncInstruction] {
         let all = denied.isEmpty ? changeset.instructions : changeset.instructions.filter { denied[$0.objectID] == nil }
         let clock = changeset.clock
         let fresh = try freshObjects(all, clock, live: live)
@@ -203,13 +212,15 @@ struct Integrator {
             known = (cls, name)
             return name
         }
+        var prepared = prepared
         var i = all.startIndex
         while i < all.endIndex {
             let ins = all[i]
             if ins.op == .create, fresh.contains(ins.objectID) {
-                var j = i + 1
-                while j < all.endIndex, all[j].sameObject(as: ins), all[j].op != .create, all[j].op != .erase { j += 1 }
-                if let pkName = try primaryKey(ins.className), let doc = SyncInstruction.wholeObject(all[i..<j], primaryKey: pkName) {
+                let known = prepared?.run(at: i)
+                let j = known?.end ?? CreateRuns.end(all, at: i) { $0 }
+                if let pkName = try primaryKey(ins.className),
+                   let doc = known != nil ? known?.doc : SyncInstruction.wholeObject(all[i..<j], primaryKey: pkName) {
                     if batchClass != ins.className { try flush() }
                     batchClass = ins.className
                     batch.append((doc, all[i..<j]))
@@ -282,8 +293,7 @@ struct Integrator {
             let c = Value.string(clock.description)
             // In the table's order: a B-tree takes sorted keys several times faster.
             let keys = blocks.compactMap { $0.first.map { keyText($0.primaryKey) } }.sorted()
-            try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, NULL, ?)",
-                                keys.map { [.string(cls), .string($0), c, c] })
+            try sql.insertMany("INSERT OR REPLACE INTO _atoll_sync_objects", keys.map { [.string(cls), .string($0), c, .null, c] })
             var listRows = [[Value]]()
             for block in blocks {
                 guard let first = block.first else { continue }

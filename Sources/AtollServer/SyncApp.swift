@@ -733,7 +733,7 @@ package final class SyncApp: @unchecked Sendable {
                 // every instruction took effect, as they mostly do.
                 let instructions = cs.instructions, clock = cs.clock, next = latestVersion + 1
                 let speculative = instructions.count < Self.speculativeEncoding ? nil
-                    : Eventually { EncodedEffects(instructions, serverVersion: next, clock: clock) }
+                    : Eventually { EncodedEffects(instructions, serverVersion: next, clock: clock, onAllCores: false) }
                 result = try Integrator(store: store, mayWrite: { [self] cls, keys in try self.mayWrite(s, cls, keys) },
                                         mayWriteAll: { [self] cls in self.mayWriteAll(s, cls) }).integrate(cs)
                 var commit = SyncCommit(uploadCursor: (s.file, cs.clientVersion))
@@ -1006,7 +1006,9 @@ package final class SyncApp: @unchecked Sendable {
             self.init(cs.instructions, serverVersion: cs.serverVersion, clock: cs.clock)
         }
 
-        init(_ effects: [SyncInstruction], serverVersion: UInt64, clock: Clock, pieceBytes: Int = 1 << 18) {
+        /// `onAllCores`: the pieces are encoded on all cores (not when this runs beside the work
+        /// that waits for it).
+        init(_ effects: [SyncInstruction], serverVersion: UInt64, clock: Clock, pieceBytes: Int = 1 << 18, onAllCores: Bool = true) {
             // Runs of one object's instructions; an object seen again after another's run makes
             // the effects interleaved, and they are regrouped.
             var position = [ObjectID: Int]()
@@ -1056,7 +1058,7 @@ package final class SyncApp: @unchecked Sendable {
                 SyncInstruction.wireValues(grouped[ranges[objects.lowerBound].lowerBound..<ranges[objects.upperBound - 1].upperBound])
                     .map(Wire.encode).joined(separator: ",")
             }
-            let texts = concurrentMap(spans.count) { [spans] in encode(spans[$0]) }
+            let texts = onAllCores ? concurrentMap(spans.count) { [spans] in encode(spans[$0]) } : spans.map(encode)
             for (span, encoded) in zip(spans, texts) {
                 var todo = [(span, encoded)]
                 while let (objects, text) = todo.popLast() {

@@ -73,9 +73,34 @@ public struct MetadataSQL {
         }
     }
 
-    private func bind(_ s: Statement, _ arguments: [Value]) {
+    /// Inserts rows of values (each row as wide as the first) with `head` (`INSERT … INTO t`):
+    /// `perStatement` rows to a statement (`VALUES (…),(…),…`), which costs SQLite less than a
+    /// statement each; the rows past the last whole statement go one at a time.
+    public func insertMany(_ head: String, _ rows: [[Value]], perStatement: Int = 64) throws {
+        guard let width = rows.first?.count, width > 0 else { return }
+        let row = "(" + Array(repeating: "?", count: width).joined(separator: ",") + ")"
+        let many = rows.count >= perStatement ? try conn.statement(head + " VALUES " + Array(repeating: row, count: perStatement).joined(separator: ",")) : nil
+        var start = 0
+        if let many {
+            defer { many.reset() }
+            while rows.count - start >= perStatement {
+                many.reset()
+                var at: Int32 = 1
+                for r in rows[start..<start + perStatement] {
+                    guard r.count == width else { throw AtollError(.invalidArgument, "insertMany: rows of different widths") }
+                    bind(many, r, from: at)
+                    at += Int32(width)
+                }
+                try many.run()
+                start += perStatement
+            }
+        }
+        try executeMany(head + " VALUES " + row, Array(rows[start...]))
+    }
+
+    private func bind(_ s: Statement, _ arguments: [Value], from first: Int32 = 1) {
         for (i, v) in arguments.enumerated() {
-            let at = Int32(i + 1)
+            let at = first + Int32(i)
             switch v {
             case .null: s.bindNull(at)
             case .bool(let b): s.bind(at, Int64(b ? 1 : 0))

@@ -108,7 +108,13 @@ struct Applier {
     /// links, which `links` writes once all exist); the rest one by one. An instruction this
     /// replica cannot apply (a link out of view) is skipped on its own.
     func applyAll(_ instructions: [(SyncInstruction, Clock)]) throws {
+        // A large download's new objects are put together on another core meanwhile.
+        var pkNames = [String: String]()
+        for (name, c) in classes { pkNames[name] = c.primaryKey }
+        let primaryKeys = pkNames
+        let whole = instructions.count < CreateRuns.elsewhere ? nil : Eventually { CreateRuns(instructions, primaryKeys: primaryKeys) }
         let fresh = try freshObjects(instructions)
+        var prepared = whole?.value()
         var batch = [(doc: Document, lists: [String: ListSequence])]()
         var batchClass = ""
         func flush() throws {
@@ -154,14 +160,17 @@ struct Applier {
                     continue
                 }
                 if ins.op == .create {
-                    var j = i + 1
-                    while j < instructions.endIndex, instructions[j].0.sameObject(as: ins),
-                          instructions[j].0.op != .create, instructions[j].0.op != .erase { j += 1 }
-                    let block = instructions[i..<j].map(\.0)
-                    if let doc = SyncInstruction.wholeObject(block[...], primaryKey: pkName), !hasLinkValues(ins.className, doc) {
+                    let run = prepared?.run(at: i) ?? {
+                        let j = CreateRuns.end(instructions, at: i, \.0)
+                        let block = instructions[i..<j].map(\.0)[...]
+                        let doc = SyncInstruction.wholeObject(block, primaryKey: pkName)
+                        return CreateRuns.Run(end: j, doc: doc, lists: doc == nil ? [:] : SyncInstruction.listSequences(block, clock: c))
+                    }()
+                    let j = run.end
+                    if let doc = run.doc, !hasLinkValues(ins.className, doc) {
                         if batchClass != ins.className { try flushOrReplay() }
                         batchClass = ins.className
-                        batch.append((doc, SyncInstruction.listSequences(block[...], clock: c)))
+                        batch.append((doc, run.lists))
                         pendingBlocks.append(instructions[i..<j])
                         i = j
                         continue
