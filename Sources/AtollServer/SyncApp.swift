@@ -886,43 +886,49 @@ package final class SyncApp: @unchecked Sendable {
             // What the session gets: objects' instructions as integrated, or other texts.
             var out = [Piece]()
             var whole = 0
-            // The session's view of a class, which touched objects of the class it holds and
-            // which it may see: looked up once for each run of a class's objects, the held
-            // objects taken out of the session while the run lasts.
-            var run: (cls: String, inView: Bool, visible: Set<String>)?
+            // The session's view of a class, which touched objects of the class exist, which it
+            // holds and which it may see (all that exist, for a view of the whole class): looked
+            // up once for each run of a class's objects, the held objects taken out of the
+            // session while the run lasts.
+            var runClass: String?
+            var inView = false
+            var existing = Set<String>(), visible = Set<String>()
+            var wholeClass = false
             var held = Set<String>()
             func endRun() {
-                if let run, run.inView, !held.isEmpty { s.inView[run.cls] = held }
+                if let runClass, inView, !held.isEmpty { s.inView[runClass] = held }
                 held = []
             }
             do {
                 defer { endRun() }
                 for (index, id) in order.enumerated() {
                     let cls = id.className
-                    if run?.cls != cls {
+                    if runClass != cls {
                         endRun()
-                        run = (cls, false, [])
+                        runClass = cls
+                        inView = false
                         guard let view = s.views[cls] else { continue }
-                        let visible: Set<String>
-                        if view.text == "TRUEPREDICATE" {
-                            visible = live[cls] ?? []
+                        existing = live[cls] ?? []
+                        wholeClass = view.text == "TRUEPREDICATE"
+                        if wholeClass {
+                            visible = []
                         } else if let known = cache[cls]?[view] { visible = known } else {
                             visible = try matching(cls, view, among: keysByClass[cls] ?? [])
                             cache[cls, default: [:]][view] = visible
                         }
                         held = s.inView.removeValue(forKey: cls) ?? []
                         held.reserveCapacity(held.count + (keysByClass[cls]?.count ?? 0))
-                        run = (cls, true, visible)
+                        inView = true
                     }
-                    guard let visible = run?.visible, run?.inView == true else { continue }
+                    guard inView else { continue }
                     let key = keys[index]
-                    if live[cls]?.contains(key) != true {
+                    if !existing.contains(key) {
                         if held.remove(key) != nil, !isOrigin {
                             out.append(.text(Wire.encode(SyncInstruction(.erase, cls, id.primaryKey).wireValue)))
                         }
                         continue
                     }
-                    if visible.contains(key) {
+                    if wholeClass || visible.contains(key) {
                         if isOrigin {
                             held.insert(key)
                         } else if held.contains(key) {
