@@ -73,24 +73,23 @@ public struct MetadataSQL {
         }
     }
 
-    /// Inserts rows of values (each row as wide as the first) with `head` (`INSERT … INTO t`):
+    /// Inserts rows of values (all as wide as the first) with `head` (`INSERT … INTO t`): up to
     /// `perStatement` rows to a statement (`VALUES (…),(…),…`), which costs SQLite less than a
     /// statement each; the rows past the last whole statement go one at a time.
+    /// - Throws: `.invalidArgument` for rows of different widths, before anything is written.
     public func insertMany(_ head: String, _ rows: [[Value]], perStatement: Int = 64) throws {
         guard let width = rows.first?.count, width > 0 else { return }
+        guard rows.allSatisfy({ $0.count == width }) else { throw AtollError(.invalidArgument, "insertMany: rows of different widths") }
+        // Within SQLite's limit on a statement's parameters.
+        let perStatement = max(1, min(perStatement, 32_000 / width))
         let row = "(" + Array(repeating: "?", count: width).joined(separator: ",") + ")"
-        let many = rows.count >= perStatement ? try conn.statement(head + " VALUES " + Array(repeating: row, count: perStatement).joined(separator: ",")) : nil
         var start = 0
-        if let many {
+        if rows.count >= perStatement, perStatement > 1 {
+            let many = try conn.statement(head + " VALUES " + Array(repeating: row, count: perStatement).joined(separator: ","))
             defer { many.reset() }
             while rows.count - start >= perStatement {
                 many.reset()
-                var at: Int32 = 1
-                for r in rows[start..<start + perStatement] {
-                    guard r.count == width else { throw AtollError(.invalidArgument, "insertMany: rows of different widths") }
-                    bind(many, r, from: at)
-                    at += Int32(width)
-                }
+                for (k, r) in rows[start..<start + perStatement].enumerated() { bind(many, r, from: Int32(k * width + 1)) }
                 try many.run()
                 start += perStatement
             }

@@ -43,4 +43,27 @@ final class StoreSyncTests: XCTestCase {
         }
         XCTAssertEqual(try store.primaryKeys("Item", among: [.int(2), .int(2), .int(3)]), [.int(2)], "a key named twice comes once")
     }
+
+    func testInsertManyWritesEveryRowWhateverTheCount() throws {
+        let store = try Store(Configuration(path: temporaryRealmPath(), schema: Schema([])))
+        defer { store.close() }
+        try store.write { try store.withMetadata { try $0.execute("CREATE TABLE _atoll_test_rows (k TEXT PRIMARY KEY, n INTEGER, z ANY) STRICT") } }
+        // Around the rows of one statement (4 here): none, fewer, exactly, more with a rest.
+        var written = 0
+        for count in [0, 1, 3, 4, 5, 8, 11] {
+            let rows: [[Value]] = (0..<count).map { i in [.string("r\(written + i)"), .int(Int64(written + i)), .null] }
+            try store.write { try store.withMetadata { try $0.insertMany("INSERT INTO _atoll_test_rows", rows, perStatement: 4) } }
+            written += count
+            let stored = try store.withMetadata { try $0.rows("SELECT k, n, z FROM _atoll_test_rows ORDER BY n") }
+            XCTAssertEqual(stored.count, written, "after \(count) rows")
+            XCTAssertEqual(stored.last ?? [], written == 0 ? [] : [.string("r\(written - 1)"), .int(Int64(written - 1)), .null])
+        }
+        // A duplicate fails the call; rows of different widths fail it before anything is written.
+        try store.beginWrite()
+        defer { try? store.cancelWrite() }
+        XCTAssertThrowsError(try store.withMetadata { try $0.insertMany("INSERT INTO _atoll_test_rows", (0..<6).map { _ in [.string("r0"), .int(0), .null] }, perStatement: 4) })
+        assertAtollError(try store.withMetadata { try $0.insertMany("INSERT INTO _atoll_test_rows", [[.string("x"), .int(1), .null], [.string("y")]]) },
+                         .invalidArgument, "different widths")
+        XCTAssertEqual(try store.withMetadata { try $0.rows("SELECT count(*) FROM _atoll_test_rows") }.first?.first, .int(Int64(written)))
+    }
 }

@@ -94,9 +94,9 @@ final class ClassInfo {
             : "INSERT INTO \(table) (\(names)) VALUES (\(params))"
         insertWithKeySQL = columns.isEmpty ? "INSERT INTO \(table) (\(rowKey)) VALUES (?)"
             : "INSERT INTO \(table) (\(rowKey), \(names)) VALUES (?, \(params))"
-        let oneRowEach = primaryKey == nil || schema.isEmbedded || !collections.isEmpty
+        let onePerInsert = primaryKey == nil || schema.isEmbedded || !collections.isEmpty
             || columns.contains { $0.type == .object || $0.type == .mixed }
-        rowsPerInsert = oneRowEach ? 1 : max(1, min(64, 32_000 / max(1, columns.count)))
+        rowsPerInsert = onePerInsert ? 1 : max(1, min(64, 32_000 / max(1, columns.count)))
         insertManySQL = rowsPerInsert == 1 ? insertSQL
             : "INSERT INTO \(table) (\(names)) VALUES " + Array(repeating: "(\(params))", count: rowsPerInsert).joined(separator: ", ")
     }
