@@ -219,8 +219,10 @@ struct Integrator {
             if ins.op == .create, fresh.contains(ins.objectID) {
                 let known = prepared?.run(at: i)
                 let j = known?.end ?? CreateRuns.end(all, at: i) { $0 }
-                if let pkName = try primaryKey(ins.className),
-                   let doc = known != nil ? known?.doc : SyncInstruction.wholeObject(all[i..<j], primaryKey: pkName) {
+                let pkName = try primaryKey(ins.className)
+                // Put together elsewhere already, or here.
+                let doc = known.map(\.doc) ?? pkName.flatMap { SyncInstruction.wholeObject(all[i..<j], primaryKey: $0) }
+                if pkName != nil, let doc {
                     if batchClass != ins.className { try flush() }
                     batchClass = ins.className
                     batch.append((doc, all[i..<j]))
