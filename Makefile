@@ -63,7 +63,7 @@ PYTHON_TESTS := bindings/python/tests
 # PostgreSQL (docs/testing.md, "Several instances").
 PYTHON_SYNC_TESTS := bindings/python/tests/test_sync.py
 # (Every class of AtollSyncTests but the two that start no server, and the typed API's sync tests.)
-SYNC_SWIFT_SUITES := --filter 'AtollSyncTests|AtollTests\.SyncTests' --skip 'IntegratorTests|WireTests'
+SYNC_SWIFT_SUITES := --filter 'AtollSyncTests|AtollTests\.SyncTests' --skip 'IntegratorTests|WireTests|ParallelTests'
 # AtollNet against outside peers (Python's websockets, curl, raw sockets), through atoll-net-peer.
 NET_TESTS := tests/net
 ATOLL_NET_PEER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-net-peer
