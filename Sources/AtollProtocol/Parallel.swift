@@ -54,27 +54,50 @@ public final class Eventually<T>: @unchecked Sendable {
     }
 }
 
+/// The bytes of one connection's messages parsed ahead (`ParsedMessage`) and not yet handled,
+/// up to a limit: past it, a message waits as text and is parsed where it is handled, so a
+/// backlog of large messages costs its text and at most `limit` bytes' worth of parsed ones.
+public final class ParseAhead: Sendable {
+    public let limit: Int
+    private let bytes = Atomic<Int>(0)
+
+    public init(limit: Int = 32 << 20) { self.limit = limit }
+
+    /// The bytes of the messages parsed ahead that are not handled (or dropped) yet.
+    public var inFlight: Int { bytes.load(ordering: .relaxed) }
+
+    fileprivate func take(_ n: Int) -> Bool {
+        if bytes.add(n, ordering: .relaxed).newValue <= limit { return true }
+        bytes.subtract(n, ordering: .relaxed)
+        return false
+    }
+
+    fileprivate func give(_ n: Int) { bytes.subtract(n, ordering: .relaxed) }
+}
+
 /// A message parsed (and its changesets decoded) on another core while the queue that handles
 /// messages in order is busy with the one before: large uploads and downloads arrive as several
 /// messages, and reading their JSON is most of the work of each.
 ///
-/// Messages under `threshold` bytes are parsed where they are handled: a hop to another thread
-/// costs more than they take.
+/// Messages under `threshold` bytes, and those past the connection's `ParseAhead` limit, are
+/// parsed where they are handled: a hop to another thread costs more than a small one takes.
 public struct ParsedMessage: Sendable {
     public static let threshold = 64 << 10
 
     private enum Form: Sendable {
         case text(String)
-        case parsed(Eventually<Result<Fields, Error>>)
+        case ahead(Ahead)
     }
     private let form: Form
 
-    public init(_ text: String) {
-        guard text.utf8.count >= Self.threshold else {
+    /// Parses `text` ahead when it is large and `budget` has room (without a budget, never).
+    public init(_ text: String, ahead budget: ParseAhead? = nil) {
+        let size = text.utf8.count
+        guard size >= Self.threshold, let budget, budget.take(size) else {
             form = .text(text)
             return
         }
-        form = .parsed(Eventually {
+        form = .ahead(Ahead(size: size, budget: budget, Eventually {
             Result {
                 var fields = try Wire.decode(text)
                 if fields["changesets"] != nil {
@@ -82,15 +105,34 @@ public struct ParsedMessage: Sendable {
                 }
                 return fields
             }
-        })
+        }))
     }
+
+    /// Whether the message is parsed elsewhere.
+    public var isParsedAhead: Bool { if case .ahead = form { true } else { false } }
 
     /// The message (parsed here, or waited for if its parse runs elsewhere).
     /// - Throws: `ProtocolError` for text that is not a JSON object.
     public func fields() throws -> Fields {
         switch form {
         case .text(let text): return try Wire.decode(text)
-        case .parsed(let parsed): return try parsed.value().get()
+        case .ahead(let ahead): return try ahead.parsed.value().get()
         }
+    }
+
+    /// A parse ahead, which gives its bytes back to the budget once the message is gone
+    /// (handled, or dropped unhandled).
+    private final class Ahead: Sendable {
+        let size: Int
+        let budget: ParseAhead
+        let parsed: Eventually<Result<Fields, Error>>
+
+        init(size: Int, budget: ParseAhead, _ parsed: Eventually<Result<Fields, Error>>) {
+            self.size = size
+            self.budget = budget
+            self.parsed = parsed
+        }
+
+        deinit { budget.give(size) }
     }
 }

@@ -40,6 +40,8 @@ package final class SyncConnection: @unchecked Sendable {
     private(set) var throttled = false
     /// Bytes of messages read and not yet handled on the app's queue.
     let pendingBytes = Atomic<Int>(0)
+    /// Large messages parsed on another core while the app's queue is busy.
+    private let parseAhead = ParseAhead()
 
     package init(transport: any SyncTransport, user: RuleUser, app: SyncApp) {
         self.transport = transport
@@ -75,7 +77,7 @@ package final class SyncConnection: @unchecked Sendable {
                 }
                 // A large message is parsed on another core meanwhile; the queue handles the
                 // messages in order all the same.
-                let message = ParsedMessage(text)
+                let message = ParsedMessage(text, ahead: parseAhead)
                 app.queue.async { [self] in
                     defer { pendingBytes.subtract(size, ordering: .relaxed) }
                     receive(message)

@@ -13,6 +13,8 @@ final class UserConnection: @unchecked Sendable {
     private let url: String
     private let configuration: AppConfiguration
     private var socket: WebSocket?
+    /// Large messages parsed on another core while the queue is busy.
+    private let parseAhead = ParseAhead()
     private var connecting = false
     private var sessions: [Int64: SyncSession] = [:]
     private var nextNumber: Int64 = 0
@@ -154,7 +156,7 @@ final class UserConnection: @unchecked Sendable {
             guard let self else { return }
             // A large message is parsed on another core meanwhile; the queue handles the
             // messages in order all the same.
-            let message: ParsedMessage? = if case .text(let text) = event { ParsedMessage(text) } else { nil }
+            let message: ParsedMessage? = if case .text(let text) = event { ParsedMessage(text, ahead: self.parseAhead) } else { nil }
             self.queue.async { self.event(event, message, ws) }
         }
         for s in sessions.values.sorted(by: { $0.number < $1.number }) { s.didConnect() }

@@ -5,7 +5,8 @@ import Dispatch
 import XCTest
 
 /// The work sync hands to the other core (Parallel.swift): results in order, values that arrive
-/// whether or not a thread took the work up, and messages parsed ahead as they would be in place.
+/// whether or not a thread took the work up, and messages parsed ahead (within a budget of
+/// bytes) as they would be in place.
 final class ParallelTests: XCTestCase {
     func testConcurrentMapKeepsTheOrderOfIndexes() {
         XCTAssertEqual(concurrentMap(0) { $0 }, [])
@@ -58,16 +59,37 @@ final class ParallelTests: XCTestCase {
     func testALargeMessageIsParsedAndDecodedAsInPlace() throws {
         let (text, cs) = upload(10_000)
         XCTAssertGreaterThanOrEqual(text.utf8.count, ParsedMessage.threshold)
-        let parsed = try ParsedMessage(text).fields()
+        let message = ParsedMessage(text, ahead: ParseAhead())
+        XCTAssertTrue(message.isParsedAhead)
+        let parsed = try message.fields()
         XCTAssertEqual(parsed.document, try Wire.decode(text).document)
         XCTAssertEqual(parsed.decodedChangesets?.map(\.instructions), [cs.instructions])
         XCTAssertEqual(parsed.decodedChangesets?.first?.clientVersion, 9)
+        XCTAssertFalse(ParsedMessage(text).isParsedAhead, "without a budget, parsed where it is handled")
+    }
+
+    func testParsingAheadStopsAtTheBudgetAndGivesItBack() throws {
+        let (text, _) = upload(10_000)
+        let size = text.utf8.count
+        let budget = ParseAhead(limit: 2 * size)
+        var messages = (0..<3).map { _ in ParsedMessage(text, ahead: budget) }
+        XCTAssertEqual(messages.map(\.isParsedAhead), [true, true, false], "the third waits as text")
+        XCTAssertEqual(budget.inFlight, 2 * size)
+        // Parsed ahead or not, the same message.
+        XCTAssertEqual(try messages[0].fields().document, try messages[2].fields().document)
+        messages.removeFirst()
+        XCTAssertEqual(budget.inFlight, size, "a handled message gives its bytes back")
+        XCTAssertTrue(ParsedMessage(text, ahead: budget).isParsedAhead, "and makes room for the next")
+        messages.removeAll()
+        XCTAssertEqual(budget.inFlight, 0)
     }
 
     func testASmallMessageIsParsedWhereItIsHandled() throws {
         let (text, _) = upload(3)
         XCTAssertLessThan(text.utf8.count, ParsedMessage.threshold)
-        let parsed = try ParsedMessage(text).fields()
+        let message = ParsedMessage(text, ahead: ParseAhead())
+        XCTAssertFalse(message.isParsedAhead)
+        let parsed = try message.fields()
         XCTAssertEqual(parsed.document, try Wire.decode(text).document)
         XCTAssertNil(parsed.decodedChangesets, "decoded by the handler, in order")
     }
@@ -76,14 +98,16 @@ final class ParallelTests: XCTestCase {
         let filler = String(repeating: "x", count: ParsedMessage.threshold)
         let text = Wire.encode(.doc(["type": .string("upload"), "pad": .string(filler),
                                      "changesets": .list([.doc(["clientVersion": .int(1)])])]))
-        let parsed = try ParsedMessage(text).fields()
+        let message = ParsedMessage(text, ahead: ParseAhead())
+        XCTAssertTrue(message.isParsedAhead)
+        let parsed = try message.fields()
         XCTAssertNil(parsed.decodedChangesets)
         XCTAssertThrowsError(try SyncChangeset(wire: try parsed.list("changesets")[0]))
     }
 
     func testALargeTextThatIsNotJSONFailsAsInPlace() {
         let text = "{" + String(repeating: "x", count: ParsedMessage.threshold)
-        XCTAssertThrowsError(try ParsedMessage(text).fields()) { error in
+        XCTAssertThrowsError(try ParsedMessage(text, ahead: ParseAhead()).fields()) { error in
             XCTAssertTrue(error is ProtocolError, "\(error)")
             XCTAssertTrue("\(error)".contains("not JSON"), "\(error)")
         }
