@@ -56,6 +56,17 @@ final class CreateManyTests: XCTestCase {
         XCTAssertEqual(try store.objects("Item").count(), Self.count + 1)
     }
 
+    func testTwoObjectsOfOneKeyInOneStatement() throws {
+        let store = try openTemporaryStore(Self.schema)
+        var objects = items(0..<Self.count)
+        objects[40]["id"] = .int(10)   // both in the first statement's 64 rows
+        try store.beginWrite()
+        defer { try? store.cancelWrite() }
+        assertAtollError(try store.createMany("Item", objects), .duplicatePrimaryKey,
+                         "object 40:", "an object of class 'Item' with primary key 10 exists already")
+        XCTAssertEqual(try store.objects("Item").count(), 0)
+    }
+
     func testDuplicateOfAStoredObjectInTheLastPartialStatement() throws {
         let store = try openTemporaryStore(Self.schema)
         try store.write { try store.create("Item", ["id": .int(9_999), "name": .string("stored")]) }
