@@ -36,8 +36,8 @@ extension Store {
     public func createMany(_ className: String, _ objects: [Document], update: UpdatePolicy = .error) throws -> Int {
         try writeOperation("createMany") { conn, state in
             let info = try classInfo(className)
-            if update == .error, info.rowsPerInsert > 1, objects.count >= info.rowsPerInsert {
-                try insertMany(info, objects, conn, state.recorder)
+            if update == .error, info.rowsPerInsert > 1, objects.count >= info.rowsPerInsert, let pk = info.primaryKey {
+                try insertMany(info, pk, objects, conn, state.recorder)
                 return objects.count
             }
             for (i, object) in objects.enumerated() {
@@ -54,8 +54,8 @@ extension Store {
     /// a statement each. The same checks, errors and change log as `upsert` with `.error`, object
     /// by object: a failed statement goes again a row at a time, which names the object, and an
     /// object that cannot be stored waits for the objects before it.
-    private func insertMany(_ info: ClassInfo, _ objects: [Document], _ conn: Connection, _ rec: ChangeRecorder) throws {
-        guard let pkProperty = info.primaryKey else { return }
+    private func insertMany(_ info: ClassInfo, _ pkProperty: Property, _ objects: [Document], _ conn: Connection,
+                            _ rec: ChangeRecorder) throws {
         var rows = [(index: Int, key: Value, values: [SQLValue], logged: [Value])]()
         rows.reserveCapacity(info.rowsPerInsert)
         func flush() throws {
