@@ -339,9 +339,6 @@ extension SyncInstruction {
 /// (`SyncInstruction.wholeObject`). Found in one pass, on another core, while the caller looks
 /// up which of the objects are new; then asked for in order of position.
 public struct CreateRuns: Sendable {
-    /// The instructions from which the runs are worth finding on another core.
-    public static let elsewhere = 4_096
-
     public struct Run: Sendable {
         public let end: Int
         public let doc: Document?
@@ -358,18 +355,20 @@ public struct CreateRuns: Sendable {
     private var runs: [(start: Int, run: Run)] = []
     private var cursor = 0
 
-    /// The runs in an upload's instructions (`primaryKeys`: each class's primary key name).
-    public init(_ all: [SyncInstruction], primaryKeys: [String: String]) {
-        self.init(all, primaryKeys, { $0 }, block: { all[$0] }, listClock: nil)
+    /// The runs in an upload's instructions, of the classes of `schema`.
+    public init(_ all: [SyncInstruction], schema: Schema) {
+        self.init(all, schema, { $0 }, block: { all[$0] }, listClock: nil)
     }
 
     /// The runs in a download's instructions, with their lists.
-    public init(_ all: [(SyncInstruction, Clock)], primaryKeys: [String: String]) {
-        self.init(all, primaryKeys, \.0, block: { all[$0].map(\.0)[...] }, listClock: \.1)
+    public init(_ all: [(SyncInstruction, Clock)], schema: Schema) {
+        self.init(all, schema, \.0, block: { all[$0].map(\.0)[...] }, listClock: \.1)
     }
 
-    private init<T>(_ all: [T], _ primaryKeys: [String: String], _ instruction: (T) -> SyncInstruction,
+    private init<T>(_ all: [T], _ schema: Schema, _ instruction: (T) -> SyncInstruction,
                     block: (Range<Int>) -> ArraySlice<SyncInstruction>, listClock: ((T) -> Clock)?) {
+        var primaryKeys = [String: String]()
+        for c in schema.classes { primaryKeys[c.name] = c.primaryKey }
         var i = 0
         while i < all.count {
             let ins = instruction(all[i])

@@ -1,6 +1,10 @@
 import Dispatch
 import Synchronization
 
+/// The instructions from which a changeset's work is worth handing to another core: for fewer,
+/// the hop to another thread costs more than it saves.
+public let instructionsWorthAnotherCore = 4_096
+
 /// `body(0) … body(count - 1)`, run on all cores, in order of index: the JSON texts of a large
 /// changeset's parts, which are independent of each other.
 public func concurrentMap<T>(_ count: Int, _ body: @Sendable (Int) -> T) -> [T] {

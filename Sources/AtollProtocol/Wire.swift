@@ -407,9 +407,9 @@ extension SyncInstruction {
         var out = [SyncInstruction]()
         out.reserveCapacity(values.count)
         for value in values {
-            if case .object(let d) = value, d["op"] == .string("upserts") || d["op"] == .string("creates") {
-                let group = d["op"] == .string("upserts") ? try upserts(wire: Fields(value, "instruction"))
-                    : try creates(wire: Fields(value, "instruction"))
+            if case .object(let d) = value, case .string(let op)? = d["op"], op == "upserts" || op == "creates" {
+                let fields = try Fields(value, "instruction")
+                let group = op == "upserts" ? try upserts(wire: fields) : try creates(wire: fields)
                 // A message of one large group: its array is taken, not copied.
                 if out.isEmpty { out = group } else { out += group }
                 continue

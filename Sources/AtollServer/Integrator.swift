@@ -123,12 +123,8 @@ struct Integrator {
 
     func integrate(_ changeset: SyncChangeset) throws -> Integration {
         // A large changeset's new objects are put together on another core meanwhile.
-        let instructions = changeset.instructions
-        var pkNames = [String: String]()
-        for c in store.schema.classes { pkNames[c.name] = c.primaryKey }
-        let primaryKeys = pkNames
-        let whole = instructions.count < CreateRuns.elsewhere ? nil
-            : Eventually { CreateRuns(instructions, primaryKeys: primaryKeys) }
+        let instructions = changeset.instructions, schema = store.schema
+        let whole = instructions.count < instructionsWorthAnotherCore ? nil : Eventually { CreateRuns(instructions, schema: schema) }
         var denied = [ObjectID: String]()
         let order = changeset.instructions.objectIDs
         // Objects the user may not write as they are now (and which exist).

@@ -680,9 +680,6 @@ package final class SyncApp: @unchecked Sendable {
 
     // MARK: - Upload
 
-    /// The instructions from which a changeset's text is encoded during its integration.
-    static let speculativeEncoding = 4_096
-
     private func upload(_ m: Fields, _ s: Session) throws {
         var acked = s.uploadCursor
         let decoded = m.decodedChangesets
@@ -732,7 +729,7 @@ package final class SyncApp: @unchecked Sendable {
                 // A large changeset's text, encoded on another core during integration as though
                 // every instruction took effect, as they mostly do.
                 let instructions = cs.instructions, clock = cs.clock, next = latestVersion + 1
-                let speculative = instructions.count < Self.speculativeEncoding ? nil
+                let speculative = instructions.count < instructionsWorthAnotherCore ? nil
                     : Eventually { EncodedEffects(instructions, serverVersion: next, clock: clock, onAllCores: false) }
                 result = try Integrator(store: store, mayWrite: { [self] cls, keys in try self.mayWrite(s, cls, keys) },
                                         mayWriteAll: { [self] cls in self.mayWriteAll(s, cls) }).integrate(cs)

@@ -109,10 +109,8 @@ struct Applier {
     /// replica cannot apply (a link out of view) is skipped on its own.
     func applyAll(_ instructions: [(SyncInstruction, Clock)]) throws {
         // A large download's new objects are put together on another core meanwhile.
-        var pkNames = [String: String]()
-        for (name, c) in classes { pkNames[name] = c.primaryKey }
-        let primaryKeys = pkNames
-        let whole = instructions.count < CreateRuns.elsewhere ? nil : Eventually { CreateRuns(instructions, primaryKeys: primaryKeys) }
+        let schema = store.schema
+        let whole = instructions.count < instructionsWorthAnotherCore ? nil : Eventually { CreateRuns(instructions, schema: schema) }
         let fresh = try freshObjects(instructions)
         var prepared = whole?.value()
         var batch = [(doc: Document, lists: [String: ListSequence])]()

@@ -56,15 +56,22 @@ final class ParallelTests: XCTestCase {
         return (Wire.encode(message), cs)
     }
 
+    /// `text` through a `ParsedMessage` with room to parse ahead: whether it went ahead as
+    /// `ahead` says, and the same document as parsed in place.
+    private func parsed(_ text: String, ahead: Bool, file: StaticString = #filePath, line: UInt = #line) throws -> Fields {
+        let message = ParsedMessage(text, ahead: ParseAhead())
+        XCTAssertEqual(message.isParsedAhead, ahead, file: file, line: line)
+        let fields = try message.fields()
+        XCTAssertEqual(fields.document, try Wire.decode(text).document, file: file, line: line)
+        return fields
+    }
+
     func testALargeMessageIsParsedAndDecodedAsInPlace() throws {
         let (text, cs) = upload(10_000)
         XCTAssertGreaterThanOrEqual(text.utf8.count, ParsedMessage.threshold)
-        let message = ParsedMessage(text, ahead: ParseAhead())
-        XCTAssertTrue(message.isParsedAhead)
-        let parsed = try message.fields()
-        XCTAssertEqual(parsed.document, try Wire.decode(text).document)
-        XCTAssertEqual(parsed.decodedChangesets?.map(\.instructions), [cs.instructions])
-        XCTAssertEqual(parsed.decodedChangesets?.first?.clientVersion, 9)
+        let fields = try parsed(text, ahead: true)
+        XCTAssertEqual(fields.decodedChangesets?.map(\.instructions), [cs.instructions])
+        XCTAssertEqual(fields.decodedChangesets?.first?.clientVersion, 9)
         XCTAssertFalse(ParsedMessage(text).isParsedAhead, "without a budget, parsed where it is handled")
     }
 
@@ -87,22 +94,16 @@ final class ParallelTests: XCTestCase {
     func testASmallMessageIsParsedWhereItIsHandled() throws {
         let (text, _) = upload(3)
         XCTAssertLessThan(text.utf8.count, ParsedMessage.threshold)
-        let message = ParsedMessage(text, ahead: ParseAhead())
-        XCTAssertFalse(message.isParsedAhead)
-        let parsed = try message.fields()
-        XCTAssertEqual(parsed.document, try Wire.decode(text).document)
-        XCTAssertNil(parsed.decodedChangesets, "decoded by the handler, in order")
+        XCTAssertNil(try parsed(text, ahead: false).decodedChangesets, "decoded by the handler, in order")
     }
 
     func testALargeMessageWithABadChangesetLeavesItToTheHandler() throws {
         let filler = String(repeating: "x", count: ParsedMessage.threshold)
         let text = Wire.encode(.doc(["type": .string("upload"), "pad": .string(filler),
                                      "changesets": .list([.doc(["clientVersion": .int(1)])])]))
-        let message = ParsedMessage(text, ahead: ParseAhead())
-        XCTAssertTrue(message.isParsedAhead)
-        let parsed = try message.fields()
-        XCTAssertNil(parsed.decodedChangesets)
-        XCTAssertThrowsError(try SyncChangeset(wire: try parsed.list("changesets")[0]))
+        let fields = try parsed(text, ahead: true)
+        XCTAssertNil(fields.decodedChangesets)
+        XCTAssertThrowsError(try SyncChangeset(wire: try fields.list("changesets")[0]))
     }
 
     func testALargeTextThatIsNotJSONFailsAsInPlace() {
