@@ -73,6 +73,8 @@ package final class SyncApp: @unchecked Sendable {
     var maxDownloadBytes = 1 << 20
     /// What one connection may send (set by the server before it starts).
     var limits = SyncLimits(maxUploadsPerSecond: 0, maxPendingBytes: 256 << 20)
+    /// The server's wall clock in milliseconds (a simulation gives its own).
+    package var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
     var schema: Schema { store.schema }
 
@@ -769,7 +771,7 @@ package final class SyncApp: @unchecked Sendable {
     private func clockAhead(_ cs: SyncChangeset, _ s: Session) -> SyncErrorMessage? {
         let limit = limits.maxClockAheadMilliseconds
         guard limit > 0 else { return nil }
-        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let now = self.now()
         let (bound, overflow) = now.addingReportingOverflow(limit)
         guard !overflow, cs.clock.milliseconds > bound else { return nil }
         let ahead = cs.clock.milliseconds / 1000 - now / 1000

@@ -30,6 +30,9 @@ public struct Configuration: Sendable {
     /// or the host, which polls `Store.notificationDescriptor` and calls
     /// `deliverNotifications()` on its own thread (see Notifications/).
     public var notificationDelivery: NotificationDelivery = .thread
+    /// The time the change log records for each commit (sync stamps a commit's changeset with
+    /// it); nil reads the system clock. A simulation gives each device a clock of its own.
+    public var commitClock: (@Sendable () -> Timestamp)?
 
     public init(path: String? = nil, inMemory: Bool = false, schema: Schema? = nil, schemaVersion: UInt64 = 0,
                 readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil,
@@ -351,7 +354,7 @@ public final class Store: @unchecked Sendable {
         try state.effects.flush(conn, version: state.version, chunk: ChangeRecorder.effectsChunk)
         let row = try conn.statement("INSERT INTO _atoll_versions(version, committed_at, instruction_count) VALUES (?, ?, ?)")
         row.bind(1, Int64(state.version))
-        row.bind(2, Timestamp(Date()).milliseconds)
+        row.bind(2, (configuration.commitClock?() ?? Timestamp(Date())).milliseconds)
         row.bind(3, Int64(state.recorder.total))
         try row.run()
     }

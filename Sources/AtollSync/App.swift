@@ -89,7 +89,10 @@ public final class App: @unchecked Sendable {
     private var errorHandlers: [Int: @Sendable (SyncError, SyncSession?) -> Void] = [:]
     private var nextHandler = 0
     /// One sync connection per user (SYNC.md: one WebSocket per user and server).
-    var connections: [String: UserConnection] = [:]
+    var connections: [String: any SessionConnection] = [:]
+    /// Makes a user's connection: a WebSocket by default; the deterministic simulation's tests
+    /// give an in-memory link instead.
+    var makeConnection: (App, User) -> any SessionConnection = { app, user in UserConnection(app: app, user: user) }
 
     static let metadataSchema = Schema([
         ObjectSchema(name: "User", primaryKey: "id", properties: [
@@ -316,14 +319,16 @@ public final class App: @unchecked Sendable {
 
     // MARK: - Connections
 
-    func connection(for user: User) -> UserConnection {
+    func connection(for user: User) -> any SessionConnection {
         lock.withLock {
             if let c = connections[user.id] { return c }
-            let c = UserConnection(app: self, user: user)
-            let id = user.id
-            c.onIdle = { [weak self, weak c] in
-                guard let self else { return }
-                self.lock.withLock { if self.connections[id] === c { self.connections[id] = nil } }
+            let c = makeConnection(self, user)
+            if let socket = c as? UserConnection {
+                let id = user.id
+                socket.onIdle = { [weak self, weak socket] in
+                    guard let self else { return }
+                    self.lock.withLock { if self.connections[id] === socket { self.connections[id] = nil } }
+                }
             }
             connections[user.id] = c
             return c

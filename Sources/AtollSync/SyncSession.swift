@@ -55,6 +55,11 @@ public struct SyncConfiguration: @unchecked Sendable {
     /// Called before a client reset replaces the data (with the store as it is) and after.
     public var beforeReset: (@Sendable (Store) -> Void)?
     public var afterReset: (@Sendable (Store) -> Void)?
+    /// Whether the session hears of the app's commits by itself (a commit observer on a notifier
+    /// thread). The deterministic simulation turns it off and tells the session when to read them.
+    var watchesLocalCommits = true
+    /// Draws the clock's tie-break for a new client file (random; a simulation draws from its seed).
+    var makeNode: @Sendable () -> Int64 = { Int64.random(in: 1...(Int64(1) << 52)) }
 
     public init(mode: Mode) { self.mode = mode }
 }
@@ -79,8 +84,8 @@ public final class SyncSession: @unchecked Sendable {
     public let configuration: SyncConfiguration
     /// The session's own handle of the realm file.
     let store: Store
-    let connection: UserConnection
-    var queue: DispatchQueue { connection.queue }
+    /// What carries the session's messages and runs its work in turn: the user's connection.
+    let connection: any SessionConnection
     let clock: HybridClock
     private let lock = NSCondition()
 
@@ -156,7 +161,7 @@ public final class SyncSession: @unchecked Sendable {
                 if node == 0 {
                     // The clock's tie-break: random per client file, so that two devices never
                     // name two list elements alike, even before the server knows them.
-                    node = Int64.random(in: 1...(Int64(1) << 52))
+                    node = sync.makeNode()
                     try ClientTables.set(sql, "node", .int(node))
                 }
             }
@@ -187,11 +192,13 @@ public final class SyncSession: @unchecked Sendable {
     }
 
     private func start() {
-        localToken = try? store.observeCommits { [weak self] _ in
-            guard let self else { return }
-            self.queue.async { self.processLocal() }
+        if configuration.watchesLocalCommits {
+            localToken = try? store.observeCommits { [weak self] _ in
+                guard let self else { return }
+                self.connection.async { self.processLocal() }
+            }
         }
-        queue.async { [self] in
+        connection.async { [self] in
             processLocal()
             connection.attach(self)
         }
@@ -202,7 +209,7 @@ public final class SyncSession: @unchecked Sendable {
         localToken?.invalidate()
         localToken = nil
         setState(.inactive)
-        queue.sync {
+        connection.sync {
             connection.detach(self)
             store.close()
         }
@@ -211,10 +218,7 @@ public final class SyncSession: @unchecked Sendable {
 
     /// Runs `body` on the session's queue (at once when already there): the session's store
     /// handle is written only there, so that its writes never overlap.
-    func onQueue<T>(_ body: () throws -> T) throws -> T {
-        if DispatchQueue.getSpecific(key: UserConnection.queueKey) === connection { return try body() }
-        return try queue.sync(execute: body)
-    }
+    func onQueue<T>(_ body: () throws -> T) throws -> T { try connection.sync(body) }
 
     // MARK: - State
 
@@ -261,18 +265,18 @@ public final class SyncSession: @unchecked Sendable {
     /// Stops talking to the server until `resume()`; local writes go on and wait.
     public func pause() {
         setState(.paused)
-        queue.async { [self] in connection.detach(self) }
+        connection.async { [self] in connection.detach(self) }
     }
 
     /// Syncs again after `pause()`.
     public func resume() {
         guard state == .paused else { return }
         setState(.active)
-        queue.async { [self] in connection.attach(self) }
+        connection.async { [self] in connection.attach(self) }
     }
 
     /// Drops the connection and connects again at once.
-    public func reconnect() { queue.async { [self] in connection.reconnectNow() } }
+    public func reconnect() { connection.async { [self] in connection.reconnectNow() } }
 
     // MARK: - Errors
 
@@ -750,14 +754,14 @@ public final class SyncSession: @unchecked Sendable {
     /// Waits until every local change made before the call is on the server.
     /// - Throws: `SyncError(.timeout)`, or the session's fatal error.
     public func waitForUpload(timeout: Double) throws {
-        queue.sync { processLocal() }
+        connection.sync { processLocal() }
         let target = try store.withMetadata { sql in try sql.rows("SELECT coalesce(max(version), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
         try wait(timeout: timeout, what: "upload") { UInt64(max(0, target)) <= self.uploadedThrough }
     }
 
     /// Waits until everything the server had when the call was made is applied here.
     public func waitForDownload(timeout: Double, cancelled: () -> Bool = { false }) throws {
-        let request = queue.sync { () -> Int in
+        let request = connection.sync { () -> Int in
             marksSent += 1
             if bound { connection.send(.doc(["type": .string("mark"), "session": .int(number), "request": .int(Int64(marksSent))])) }
             return marksSent
@@ -887,7 +891,7 @@ public final class SyncSession: @unchecked Sendable {
                 return next
             }
         } }
-        queue.async { [self] in try? sendQuery() }
+        connection.async { [self] in try? sendQuery() }
         return version
     }
 

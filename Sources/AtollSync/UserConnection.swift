@@ -4,10 +4,34 @@ import AtollProtocol
 import AtollStore
 import Foundation
 
+/// What carries a session's messages and runs its work, one piece at a time: the user's WebSocket
+/// connection (`UserConnection`), or a link of the deterministic sync simulation
+/// (Tests/AtollSyncTests/Simulation), whose seeded scheduler decides what is delivered and run when.
+/// Sessions call it only from its own work, but `async`, `sync` and `stop`.
+protocol SessionConnection: AnyObject, Sendable {
+    /// Runs `work` later, after the work queued before it.
+    func async(_ work: @escaping @Sendable () -> Void)
+    /// Runs `work` in turn with the connection's other work and waits for it (at once when called
+    /// from that work).
+    func sync<T>(_ work: () throws -> T) rethrows -> T
+    /// Adds a session: it is bound as soon as the connection is up (`SyncSession.didConnect`).
+    func attach(_ session: SyncSession)
+    /// Removes a session (unbinding it); the connection closes with the last.
+    func detach(_ session: SyncSession)
+    /// Binds a session again under a new number (after a client reset).
+    func rebind(_ session: SyncSession)
+    /// Drops the connection and connects again.
+    func reconnectNow()
+    func send(_ value: Value)
+    func send(text: String)
+    /// Closes for good (the user logged out).
+    func stop()
+}
+
 /// The one WebSocket of a user to the server, carrying the sessions of all its synced realms
 /// (SYNC.md). Connects when a session needs it, reconnects with backoff after a cut, refreshes
 /// the access token when the server refuses it. Everything happens on `queue`.
-final class UserConnection: @unchecked Sendable {
+final class UserConnection: SessionConnection, @unchecked Sendable {
     let queue: DispatchQueue
     let user: User
     private let url: String
@@ -39,6 +63,13 @@ final class UserConnection: @unchecked Sendable {
 
     /// Marks the connection's queue, so that code can tell whether it runs on it.
     static let queueKey = DispatchSpecificKey<UserConnection>()
+
+    func async(_ work: @escaping @Sendable () -> Void) { queue.async(execute: work) }
+
+    func sync<T>(_ work: () throws -> T) rethrows -> T {
+        if DispatchQueue.getSpecific(key: Self.queueKey) === self { return try work() }
+        return try queue.sync(execute: work)
+    }
 
     /// Adds a session (on the queue): it is bound as soon as the connection is up.
     func attach(_ session: SyncSession) {
