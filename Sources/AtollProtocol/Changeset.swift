@@ -74,6 +74,12 @@ public struct SyncInstruction: Hashable, Sendable {
         get { extras?.lists ?? [:] }
         _modify { yield &extrasForWriting.lists }
     }
+    /// upsert: the clock of the object's newest erase, when it was erased and created again:
+    /// writes older than it are gone (a device's own older writes too).
+    public var erasedAt: Clock? {
+        get { extras?.erasedAt }
+        set { extrasForWriting.erasedAt = newValue }
+    }
 
     public init(_ op: SyncOp, _ className: String, _ primaryKey: Value, path: [PathElement] = [], value: Value? = nil,
                 element: ElementID? = nil, after: ElementID? = nil) {
@@ -102,7 +108,7 @@ public struct SyncInstruction: Hashable, Sendable {
     public static func == (a: SyncInstruction, b: SyncInstruction) -> Bool {
         a.op == b.op && a.className == b.className && a.primaryKey == b.primaryKey && a.path == b.path && a.value == b.value
             && a.element == b.element && a.after == b.after && a.object == b.object && a.clock == b.clock
-            && a.fieldClocks == b.fieldClocks && a.lists == b.lists
+            && a.fieldClocks == b.fieldClocks && a.lists == b.lists && a.erasedAt == b.erasedAt
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -117,6 +123,7 @@ public struct SyncInstruction: Hashable, Sendable {
         hasher.combine(clock)
         hasher.combine(fieldClocks)
         hasher.combine(lists)
+        hasher.combine(erasedAt)
     }
 
     /// The fields few instructions carry. Changed only while one instruction alone holds it.
@@ -127,6 +134,7 @@ public struct SyncInstruction: Hashable, Sendable {
         var clock: Clock?
         var fieldClocks: [String: Clock] = [:]
         var lists: [String: ListSequence] = [:]
+        var erasedAt: Clock?
 
         init() {}
 
@@ -137,6 +145,7 @@ public struct SyncInstruction: Hashable, Sendable {
             clock = other.clock
             fieldClocks = other.fieldClocks
             lists = other.lists
+            erasedAt = other.erasedAt
         }
     }
 
@@ -402,5 +411,115 @@ public struct CreateRuns: Sendable {
         while cursor < runs.count, runs[cursor].start < i { cursor += 1 }
         guard cursor < runs.count, runs[cursor].start == i else { return nil }
         return runs[cursor].run
+    }
+}
+
+extension SyncChangeset {
+    /// The changeset without the instructions a later one of the same changeset makes moot, so
+    /// that replicas can merge its instructions by clock alone (docs/protocol.md, "One
+    /// transaction"). An instruction with the changeset's own clock is then always later in the
+    /// transaction than another one it meets: what is left out is
+    ///
+    /// - every instruction on an object before the object's last erase in the changeset;
+    /// - a set of a path, or an add to it, before a later set of the path or of a path that holds it;
+    /// - an add or remove of a set element (or a write or erase of a dictionary key) before a later
+    ///   one of the same element (key), or before a later clear of the collection;
+    /// - a clear of a set or dictionary before a later clear of it;
+    /// - an add to a counter before a later add to it, which takes its amount (so that one add
+    ///   per counter and clock is one add: a changeset sent twice adds once).
+    ///
+    /// List instructions stay: they name their elements and clear points themselves.
+    public func normalized() -> SyncChangeset {
+        // Walked from the end: what later instructions of each object did.
+        struct Later {
+            var erased = false
+            var paths: [[PathElement]] = []
+            var members: Set<String> = []
+            var cleared: Set<String> = []
+            /// The kept (latest) add of each path: its index.
+            var adds: [[PathElement]: Int] = [:]
+        }
+        var later = [ObjectID: Later]()
+        var keep = [Bool](repeating: true, count: instructions.count)
+        var summed = [Int: Int64]()
+        var dropped = false
+        for i in instructions.indices.reversed() {
+            let ins = instructions[i]
+            let id = ins.objectID
+            var state = later[id] ?? Later()
+            defer { later[id] = state }
+            if state.erased {
+                keep[i] = false
+                dropped = true
+                continue
+            }
+            let property = ins.property ?? ""
+            switch ins.op {
+            case .erase:
+                state.erased = true
+            case .set, .addInteger:
+                if state.paths.contains(where: { ins.path.starts(with: $0) }) {
+                    keep[i] = false
+                    dropped = true
+                } else if ins.op == .set {
+                    state.paths.append(ins.path)
+                } else if case .int(let delta)? = ins.value {
+                    if let kept = state.adds[ins.path] {
+                        summed[kept, default: 0] &+= delta
+                        keep[i] = false
+                        dropped = true
+                    } else {
+                        state.adds[ins.path] = i
+                    }
+                }
+            case .setInsert, .setErase:
+                let member = property + setSeparator + keyText(ins.value ?? .null)
+                if state.cleared.contains(property) || !state.members.insert(member).inserted {
+                    keep[i] = false
+                    dropped = true
+                }
+            case .dictionarySet, .dictionaryErase:
+                guard ins.path.count == 2, case .key(let k) = ins.path[1] else { break }
+                if state.cleared.contains(property) || !state.members.insert(property + dictionarySeparator + k).inserted {
+                    keep[i] = false
+                    dropped = true
+                }
+            case .setClear, .dictionaryClear:
+                if !state.cleared.insert(property).inserted {
+                    keep[i] = false
+                    dropped = true
+                }
+            default:
+                break
+            }
+        }
+        guard dropped else { return self }
+        var out = self
+        out.instructions = instructions.indices.filter { keep[$0] }.map { i in
+            guard let extra = summed[i], case .int(let delta)? = instructions[i].value else { return instructions[i] }
+            var sum = instructions[i]
+            sum.value = .int(delta &+ extra)
+            return sum
+        }
+        return out
+    }
+}
+
+extension SyncInstruction {
+    /// Every clock the instruction carries beside its changeset's: an upsert's clocks, list
+    /// element identities. A replica that takes the instruction in moves its own clock past them,
+    /// so that its next writes are newer than anything it holds.
+    public var carriedClocks: [Clock] {
+        var out = [Clock]()
+        if let element { out.append(element.clock) }
+        if let after { out.append(after.clock) }
+        if let clock { out.append(clock) }
+        if let erasedAt { out.append(erasedAt) }
+        out += fieldClocks.values
+        for seq in lists.values {
+            for e in seq.entries { out += [e.id.clock, e.valueClock] }
+            if let c = seq.clearedBefore { out.append(c.clock) }
+        }
+        return out
     }
 }

@@ -92,17 +92,25 @@ extension SyncInstruction {
             d["fieldClocks"] = .object(f)
         }
         if !lists.isEmpty {
-            var l = Document(), erased = Document(), cleared = Document()
+            var l = Document(), erased = Document(), hidden = Document(), cleared = Document()
             for (k, seq) in lists.sorted(by: { $0.key < $1.key }) {
-                l[k] = .list(seq.entries.map(\.id.value))
+                // An element whose value was set after its insert carries the set's clock too.
+                l[k] = .list(seq.entries.map { e in
+                    guard e.valueClock != e.id.clock, case .list(let id) = e.id.value else { return e.id.value }
+                    return .list(id + [.int(e.valueClock.milliseconds), .int(e.valueClock.counter), .int(e.valueClock.node)])
+                })
                 let dead = seq.erasedIDs
                 if !dead.isEmpty { erased[k] = .list(dead.map(\.value)) }
+                let unseen = seq.hiddenIDs
+                if !unseen.isEmpty { hidden[k] = .list(unseen.map(\.value)) }
                 if let c = seq.clearedBefore { cleared[k] = c.value }
             }
             d["lists"] = .object(l)
             if !erased.isEmpty { d["erased"] = .object(erased) }
+            if !hidden.isEmpty { d["hidden"] = .object(hidden) }
             if !cleared.isEmpty { d["cleared"] = .object(cleared) }
         }
+        if let erasedAt { d["erasedAt"] = erasedAt.value }
         return .object(d)
     }
 
@@ -161,9 +169,15 @@ extension SyncInstruction {
                     fieldClocks[k] = c
                 }
             }
-            func identities(_ field: String, _ v: Value) throws -> [ElementID] {
+            func identities(_ field: String, _ v: Value, valueClocks: UnsafeMutablePointer<[ElementID: Clock]>? = nil) throws -> [ElementID] {
                 guard case .list(let ids) = v else { throw ProtocolError("instruction upsert: \"\(field)\" holds arrays") }
                 return try ids.map { id in
+                    // [ms, counter, node, n] or, with the clock of a later set, 7 integers.
+                    if case .list(let parts) = id, parts.count == 7, let e = ElementID(.list(Array(parts.prefix(4)))),
+                       let c = Clock(.list(Array(parts.suffix(3)))) {
+                        valueClocks?.pointee[e] = c
+                        return e
+                    }
                     guard let e = ElementID(id) else { throw ProtocolError("instruction upsert: a list element is not an element identity") }
                     return e
                 }
@@ -171,6 +185,10 @@ extension SyncInstruction {
             var erased = [String: Set<ElementID>]()
             if case .object(let es)? = f["erased"] {
                 for (k, v) in es { erased[k] = Set(try identities("erased", v)) }
+            }
+            var hidden = [String: Set<ElementID>]()
+            if case .object(let hs)? = f["hidden"] {
+                for (k, v) in hs { hidden[k] = Set(try identities("hidden", v)) }
             }
             var cleared = [String: ElementID]()
             if case .object(let cs)? = f["cleared"] {
@@ -181,8 +199,15 @@ extension SyncInstruction {
             }
             if case .object(let ls)? = f["lists"] {
                 for (k, v) in ls {
-                    lists[k] = ListSequence(ids: try identities("lists", v), erased: erased[k] ?? [], clearedBefore: cleared[k], clock: c)
+                    var valueClocks = [ElementID: Clock]()
+                    let ids = try identities("lists", v, valueClocks: &valueClocks)
+                    lists[k] = ListSequence(ids: ids, erased: erased[k] ?? [], hidden: hidden[k] ?? [], valueClocks: valueClocks,
+                                            clearedBefore: cleared[k])
                 }
+            }
+            if let e = f["erasedAt"] {
+                guard let clock = Clock(e) else { throw ProtocolError("instruction upsert: \"erasedAt\" must be a clock") }
+                erasedAt = clock
             }
         }
     }
@@ -273,7 +298,7 @@ extension SyncInstruction {
     /// Whether an upsert can travel in an `upserts` group: its object whole, one clock for all
     /// of it, no list identities, and its primary key under `primaryKey`.
     private func groupable(primaryKey: String) -> Bool {
-        guard op == .upsert, let object, clock != nil, fieldClocks.isEmpty, lists.isEmpty else { return false }
+        guard op == .upsert, let object, clock != nil, fieldClocks.isEmpty, lists.isEmpty, erasedAt == nil else { return false }
         return object[primaryKey] == self.primaryKey
     }
 

@@ -2,61 +2,48 @@ import AtollJSON
 import AtollProtocol
 import AtollStore
 
-/// The server's sync metadata, in the app's store file beside its data (docs/protocol.md):
-/// history, client files, each object's create and erase clocks, field clocks, list identities.
-enum ServerTables {
-    static let statements = [
-        """
-        CREATE TABLE IF NOT EXISTS _atoll_sync_history (version INTEGER PRIMARY KEY, file INTEGER NOT NULL,
-            client_version INTEGER NOT NULL, clock TEXT NOT NULL, user TEXT NOT NULL, at INTEGER NOT NULL,
-            changeset TEXT NOT NULL) STRICT
-        """,
-        """
-        CREATE TABLE IF NOT EXISTS _atoll_sync_files (ident INTEGER PRIMARY KEY, salt INTEGER NOT NULL,
-            user TEXT NOT NULL, upload_cursor INTEGER NOT NULL DEFAULT 0, created INTEGER NOT NULL) STRICT
-        """,
-        """
-        CREATE TABLE IF NOT EXISTS _atoll_sync_objects (class TEXT NOT NULL, pk TEXT NOT NULL, created TEXT NOT NULL,
-            erased TEXT, newest TEXT NOT NULL, PRIMARY KEY (class, pk)) STRICT, WITHOUT ROWID
-        """,
-        """
-        CREATE TABLE IF NOT EXISTS _atoll_sync_fields (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
-            clock TEXT NOT NULL, present INTEGER NOT NULL, PRIMARY KEY (class, pk, path)) STRICT, WITHOUT ROWID
-        """,
-        """
-        CREATE TABLE IF NOT EXISTS _atoll_sync_lists (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
-            elements TEXT NOT NULL, PRIMARY KEY (class, pk, path)) STRICT, WITHOUT ROWID
-        """,
-        // Counter adds newer than the field's last set: a set that arrives later with an older
-        // clock than some of them keeps them on top of its value.
-        """
-        CREATE TABLE IF NOT EXISTS _atoll_sync_adds (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
-            clock TEXT NOT NULL, delta INTEGER NOT NULL) STRICT
-        """,
-        "CREATE INDEX IF NOT EXISTS _atoll_sync_adds_field ON _atoll_sync_adds (class, pk, path)",
-    ]
+/// What integrating one instruction did to its object (docs/protocol.md, "How changes merge").
+enum Outcome: Int, Comparable {
+    /// Nothing: it was older than what the object has (or it named nothing).
+    case none
+    /// Only the object's metadata changed: a write kept with an erased object, a create older
+    /// than the object's newest, an erase of an erased object.
+    case hidden
+    /// The object changed as the instruction says: other replicas apply the instruction itself.
+    case plain
+    /// The object changed in a way the instruction alone does not say (it came back with what
+    /// was kept while it was erased, an erase older than its create took its older elements, a
+    /// write was put under newer ones): other replicas get the object whole.
+    case whole
 
-    static func create(_ store: Store) throws {
-        try store.write {
-            try store.withMetadata { sql in for s in statements { try sql.execute(s) } }
-        }
-    }
+    static func < (a: Outcome, b: Outcome) -> Bool { a.rawValue < b.rawValue }
 }
-
 
 /// What integrating one upload did.
 struct Integration {
-    /// The instructions that changed the store, in order (what other clients download).
+    /// The instructions that changed the store as they say, in order, and an upsert for each
+    /// object that changed otherwise: what the history keeps and other clients download.
     var effects: [SyncInstruction] = []
     /// Objects refused by the write rules, with the reason.
     var rejected: [CompensatingWrite] = []
+    /// Objects for which the uploading client's own view may be wrong: one of its instructions
+    /// did not take effect as written (older than what the server has, kept with an erased
+    /// object, merged into an existing object) or changed more than it says. The uploader gets
+    /// their state after the upload's acknowledgement.
+    var corrections: [ObjectID] = []
+    /// Every object whose state changed, seen or not (what a shared storage saves).
+    var changed: [ObjectID] = []
     /// Every object the effects touched.
     var touched: [ObjectID] { effects.objectIDs }
 }
 
-/// Integrates uploaded changesets into the server's store by the rules of SYNC.md: field writes
-/// last-writer-wins by clock, deletes win over concurrent writes, lists by element identity,
-/// sets per element by clock (an add wins a tie), dictionaries per key. The caller holds the
+/// Integrates uploaded changesets into the server's store by the rules of docs/protocol.md ("How
+/// changes merge"): an object exists while its newest create is not older than its newest
+/// erase; a write older than the newest erase is gone, and a newer one is kept (with the erased
+/// object, if need be, to come back with it); fields are last-writer-wins by clock (writes into
+/// embedded objects apply in clock order), lists by element identity, set elements and
+/// dictionary keys by clock against the collection's last clear, counters as the newest set plus
+/// the adds newer than it. Every arrival order gives the same state. The caller holds the
 /// store's write transaction; integration only adds to it.
 ///
 /// `mayWrite` answers, for objects of one class as they are now in the store, which the user may
@@ -121,7 +108,11 @@ struct Integrator {
         return any
     }
 
-    func integrate(_ changeset: SyncChangeset) throws -> Integration {
+    var tables: ServerSyncTables { ServerSyncTables(store: store) }
+
+    func integrate(_ uploaded: SyncChangeset) throws -> Integration {
+        // Merged by clock alone: what a later instruction of the changeset makes moot goes first.
+        let changeset = uploaded.normalized()
         // A large changeset's new objects are put together on another core meanwhile.
         let instructions = changeset.instructions, schema = store.schema
         let whole = instructions.count < instructionsWorthAnotherCore ? nil : Eventually { CreateRuns(instructions, schema: schema) }
@@ -135,18 +126,21 @@ struct Integrator {
         // apply, and try again without them (each round refuses at least one more object).
         while true {
             try store.withMetadata { try $0.execute("SAVEPOINT atoll_integrate") }
-            var result = Integration()
+            var applied = Applied()
             var refusedNow = false
             do {
                 // Found for all the instructions: of use while none is refused.
                 let prepared = denied.isEmpty ? whole?.value() : nil
-                result.effects = try applyAll(changeset, live: live, skipping: denied, refusing: &denied, prepared: prepared)
+                applied = try applyAll(changeset, live: live, skipping: denied, prepared: prepared)
             } catch let failure as RefusedObject {
                 denied[failure.id] = failure.reason
                 refusedNow = true
             }
             // Every instruction an effect: the objects touched are those of the changeset.
-            if !refusedNow { refusedNow = try refused(result.effects.count == changeset.instructions.count ? order : result.touched, &denied) }
+            if !refusedNow {
+                let touched = applied.kept.count == changeset.instructions.count ? order : applied.kept.objectIDs
+                refusedNow = try refused(touched, &denied)
+            }
             if refusedNow {
                 try store.withMetadata { sql in
                     try sql.execute("ROLLBACK TO atoll_integrate")
@@ -155,11 +149,54 @@ struct Integrator {
                 continue
             }
             try store.withMetadata { try $0.execute("RELEASE atoll_integrate") }
+            var result = Integration()
             result.rejected = denied.isEmpty ? [] : order.filter { denied[$0] != nil }.map {
                 CompensatingWrite(className: $0.className, primaryKey: $0.primaryKey, reason: denied[$0] ?? "")
             }
+            result.corrections = (order + applied.others).filter { applied.corrections.contains($0) }
+            result.changed = (order + applied.others).filter { applied.changed.contains($0) }
+            result.effects = try effects(applied, order: order)
             return result
         }
+    }
+
+    /// What `applyAll` did: the instructions that took effect as written, the objects that must
+    /// travel whole, those whose uploader must be told their state, and those that changed.
+    private struct Applied {
+        var kept: [SyncInstruction] = []
+        var whole: Set<ObjectID> = []
+        var corrections: Set<ObjectID> = []
+        var changed: Set<ObjectID> = []
+        /// Objects the changeset does not name that changed with it (holders of links to an
+        /// object that was erased or came back), in order.
+        var others: [ObjectID] = []
+    }
+
+    /// The effects of an integration: the kept instructions, with those of an object that must
+    /// travel whole replaced by an upsert of it (where its first instruction was).
+    private func effects(_ applied: Applied, order: [ObjectID]) throws -> [SyncInstruction] {
+        guard !applied.whole.isEmpty else { return applied.kept }
+        var out = [SyncInstruction]()
+        var sent = Set<ObjectID>()
+        // An object that must travel whole but is gone travels as its instructions (its erase).
+        var upserts = [ObjectID: SyncInstruction]()
+        for id in applied.whole { if let u = try ObjectState.upsert(store, id) { upserts[id] = u } }
+        for ins in applied.kept {
+            let id = ins.objectID
+            guard let u = upserts[id] else {
+                out.append(ins)
+                continue
+            }
+            if sent.insert(id).inserted { out.append(u) }
+        }
+        // Objects whose only change is one that travels whole (a void, say) have no kept
+        // instruction of their own; holders of links changed with the objects they link to.
+        for id in order + applied.others where !sent.contains(id) {
+            guard let u = upserts[id] else { continue }
+            sent.insert(id)
+            out.append(u)
+        }
+        return out
     }
 
     /// An object whose instructions could not be applied.
@@ -168,17 +205,44 @@ struct Integrator {
         var reason: String
     }
 
-    /// Applies the instructions of the objects not refused, in order; returns those that changed
-    /// something. `live` names the objects that exist before (keys as text, per class).
+    /// Applies the instructions of the objects not refused, in order. `live` names the objects
+    /// that exist before (keys as text, per class).
     private func applyAll(_ changeset: SyncChangeset, live: [String: Set<String>], skipping denied: [ObjectID: String],
-                          refusing: inout [ObjectID: String], prepared: CreateRuns?) throws -> [SyncInstruction] {
+                          prepared: CreateRuns?) throws -> Applied {
         let all = denied.isEmpty ? changeset.instructions : changeset.instructions.filter { denied[$0.objectID] == nil }
         let clock = changeset.clock
-        let fresh = try freshObjects(all, clock, live: live)
-        // The effects, as runs of `all`: most often all of it, which then is not copied.
+        let fresh = try freshObjects(all, live: live)
+        var applied = Applied()
+        // The kept instructions, as runs of `all`: most often all of it, which then is not copied.
         var kept = [Range<Int>]()
         func keep(_ r: Range<Int>) {
             if let last = kept.last, last.upperBound == r.lowerBound { kept[kept.count - 1] = last.lowerBound..<r.upperBound } else { kept.append(r) }
+        }
+        let named = Set(changeset.instructions.objectIDs)
+        func note(_ result: (outcome: Outcome, holders: [ObjectID]), _ k: Int) {
+            for h in result.holders {
+                if !named.contains(h), !applied.changed.contains(h) { applied.others.append(h) }
+                applied.whole.insert(h)
+                applied.corrections.insert(h)
+                applied.changed.insert(h)
+            }
+            let outcome = result.outcome
+            let id = all[k].objectID
+            switch outcome {
+            case .none:
+                applied.corrections.insert(id)
+            case .hidden:
+                applied.corrections.insert(id)
+                applied.changed.insert(id)
+            case .plain:
+                keep(k..<k + 1)
+                applied.changed.insert(id)
+            case .whole:
+                keep(k..<k + 1)
+                applied.changed.insert(id)
+                applied.whole.insert(id)
+                applied.corrections.insert(id)
+            }
         }
         var batch = [(doc: Document, block: ArraySlice<SyncInstruction>)]()
         var batchClass = ""
@@ -190,21 +254,24 @@ struct Integrator {
                 try store.createMany(batchClass, batch.map(\.doc))
                 try recordCreated(batchClass, batch.map(\.block), clock)
                 try store.withMetadata { try $0.execute("RELEASE atoll_batch") }
-                for b in batch { keep(b.block.indices) }
+                for b in batch {
+                    keep(b.block.indices)
+                    if let first = b.block.first { applied.changed.insert(first.objectID) }
+                }
             } catch {
                 // One of them cannot be created whole: each goes on its own.
                 try store.withMetadata { sql in
                     try sql.execute("ROLLBACK TO atoll_batch")
                     try sql.execute("RELEASE atoll_batch")
                 }
-                for b in batch { for k in b.block.indices where try applyOne(all[k], clock) { keep(k..<k + 1) } }
+                for b in batch { for k in b.block.indices { note(try applyOne(all[k], clock), k) } }
             }
         }
         // The last class's primary key name (a changeset's objects come in runs of a class).
         var known: (className: String, primaryKey: String?)?
         func primaryKey(_ cls: String) throws -> String? {
             if let known, known.className == cls { return known.primaryKey }
-            let name = try primaryKeyName(cls)
+            let name = try ObjectState.primaryKeyName(store, cls)
             known = (cls, name)
             return name
         }
@@ -227,24 +294,23 @@ struct Integrator {
                 }
             }
             try flush()
-            if try applyOne(ins, clock) { keep(i..<i + 1) }
+            note(try applyOne(ins, clock), i)
             i += 1
         }
         try flush()
-        if kept.count == 1, kept[0] == all.indices { return all }
-        var effects = [SyncInstruction]()
-        effects.reserveCapacity(kept.reduce(0) { $0 + $1.count })
-        for r in kept { effects += all[r] }
-        return effects
+        applied.kept = kept.count == 1 && kept[0] == all.indices ? all : kept.flatMap { all[$0] }
+        return applied
     }
 
-    /// One instruction on its own savepoint; a failure refuses its object.
-    private func applyOne(_ ins: SyncInstruction, _ clock: Clock) throws -> Bool {
+    /// One instruction on its own savepoint; a failure refuses its object. Returns what it did,
+    /// and the other objects it changed (holders of links to its object).
+    private func applyOne(_ ins: SyncInstruction, _ clock: Clock) throws -> (outcome: Outcome, holders: [ObjectID]) {
         try store.withMetadata { try $0.execute("SAVEPOINT atoll_instruction") }
         do {
-            let changed = try apply(ins, clock)
+            let state = try ObjectState(store: store, ins.objectID)
+            let outcome = try state.apply(ins, clock)
             try store.withMetadata { try $0.execute("RELEASE atoll_instruction") }
-            return changed
+            return (outcome, state.holders)
         } catch {
             try store.withMetadata { sql in
                 try sql.execute("ROLLBACK TO atoll_instruction")
@@ -254,31 +320,23 @@ struct Integrator {
         }
     }
 
-    /// The objects the changeset creates that do not exist (are not in `live`) and have no newer
-    /// erase.
-    private func freshObjects(_ instructions: [SyncInstruction], _ clock: Clock, live: [String: Set<String>]) throws -> Set<ObjectID> {
+    /// The objects the changeset creates that the server has never had (neither live nor
+    /// recorded): they can be created whole, in batches.
+    private func freshObjects(_ instructions: [SyncInstruction], live: [String: Set<String>]) throws -> Set<ObjectID> {
+        // Objects whose first instruction here is their create (one erased first is not new).
         var creates = [ObjectID]()
-        for ins in instructions where ins.op == .create { creates.append(ins.objectID) }
-        let byClass = creates.keysByClass
+        var seen = Set<ObjectID>()
+        for ins in instructions where seen.insert(ins.objectID).inserted && ins.op == .create { creates.append(ins.objectID) }
         var out = Set<ObjectID>(minimumCapacity: creates.count)
-        for (cls, keys) in byClass {
-            guard (try? primaryKeyName(cls)) != nil else { continue }
+        for (cls, keys) in creates.keysByClass {
+            guard (try? ObjectState.primaryKeyName(store, cls)) != nil else { continue }
             let live = live[cls] ?? []
             let texts = keys.map(keyText)
-            var erased = [String: Clock]()
-            try store.withMetadata { sql in
-                for start in stride(from: 0, to: texts.count, by: SQLPlaces.most) {
-                    let part = texts[start..<min(start + SQLPlaces.most, texts.count)]
-                    let rows = try sql.rows("SELECT pk, erased FROM _atoll_sync_objects WHERE class = ? AND erased IS NOT NULL AND pk IN (\(SQLPlaces.list(for: part.count)))",
-                                            [.string(cls)] + part.map { .string($0) })
-                    for row in rows {
-                        if case .string(let pk) = row[0], case .string(let c) = row[1], let e = Clock(text: c) { erased[pk] = e }
-                    }
-                }
-            }
-            for (key, text) in zip(keys, texts) {
-                if live.contains(text) { continue }
-                if let e = erased[text], clock <= e { continue }
+            let candidates = texts.filter { !live.contains($0) }
+            let recorded = try tables.recorded(cls, among: candidates)
+            // Links wait for some: those are created one at a time, and the links shown.
+            let awaited = try tables.awaited(cls, among: candidates)
+            for (key, text) in zip(keys, texts) where !live.contains(text) && recorded[text] == nil && !awaited.contains(text) {
                 out.insert(ObjectID(cls, key))
             }
         }
@@ -287,349 +345,14 @@ struct Integrator {
 
     /// The metadata of objects created whole: their create clock, and their lists' identities.
     private func recordCreated(_ cls: String, _ blocks: [ArraySlice<SyncInstruction>], _ clock: Clock) throws {
-        try store.withMetadata { sql in
-            let c = Value.string(clock.description)
-            // In the table's order: a B-tree takes sorted keys several times faster.
-            let keys = blocks.compactMap { $0.first.map { keyText($0.primaryKey) } }.sorted()
-            try sql.insertMany("INSERT OR REPLACE INTO _atoll_sync_objects", keys.map { [.string(cls), .string($0), c, .null, c] })
-            var listRows = [[Value]]()
-            for block in blocks {
-                guard let first = block.first else { continue }
-                let pk = keyText(first.primaryKey)
-                for (p, seq) in SyncInstruction.listSequences(block, clock: clock) { listRows.append([.string(cls), .string(pk), .string(p), .string(seq.text)]) }
-            }
-            if !listRows.isEmpty {
-                try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)", listRows)
-            }
+        // In the table's order: a B-tree takes sorted keys several times faster.
+        try tables.insertCreated(cls, blocks.compactMap { $0.first.map { keyText($0.primaryKey) } }.sorted(), at: clock)
+        var listRows = [(cls: String, pk: String, property: String, seq: ListSequence)]()
+        for block in blocks {
+            guard let first = block.first else { continue }
+            let pk = keyText(first.primaryKey)
+            for (p, seq) in SyncInstruction.listSequences(block, clock: clock) { listRows.append((cls, pk, p, seq)) }
         }
-    }
-
-    // MARK: - One instruction
-
-    /// Applies one instruction; returns whether it changed anything.
-    func apply(_ ins: SyncInstruction, _ clock: Clock) throws -> Bool {
-        let pk = keyText(ins.primaryKey)
-        let cls = ins.className
-        let info = try store.withMetadata { sql -> (created: Clock?, erased: Clock?, newest: Clock?) in
-            let rows = try sql.rows("SELECT created, erased, newest FROM _atoll_sync_objects WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
-            guard let row = rows.first else { return (nil, nil, nil) }
-            return (row[0].stringValue.flatMap { Clock(text: $0) }, row[1].stringValue.flatMap { Clock(text: $0) },
-                    row[2].stringValue.flatMap { Clock(text: $0) })
-        }
-        let live = try store.object(cls, primaryKey: ins.primaryKey) != nil
-        switch ins.op {
-        case .create:
-            if live {
-                // Two creates of one key merge; the newest create clock is kept, so that an
-                // older erase arriving later knows the object was created again after it.
-                if clock > (info.newest ?? info.created ?? .zero) {
-                    try store.withMetadata { sql in
-                        try sql.execute("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, NULL, ?)",
-                                        [.string(cls), .string(pk), .string((info.created ?? .zero).description), .string(clock.description)])
-                    }
-                }
-                return false
-            }
-            if let erased = info.erased, clock <= erased { return false }
-            guard let pkName = try primaryKeyName(cls) else { throw ProtocolError("class '\(cls)' has no primary key") }
-            var doc = Document()
-            doc[pkName] = ins.primaryKey
-            _ = try store.create(cls, doc)
-            try store.withMetadata { sql in
-                try sql.execute("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, NULL, ?)",
-                                [.string(cls), .string(pk), .string(clock.description), .string(clock.description)])
-                try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
-                try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
-                try sql.execute("DELETE FROM _atoll_sync_adds WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
-            }
-            return true
-        case .erase:
-            if !live {
-                // Remember the erase, so that a create with an older clock arriving later stays out.
-                let erased = max(info.erased ?? .zero, clock)
-                try store.withMetadata { sql in
-                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, ?, ?)",
-                                    [.string(cls), .string(pk), .string((info.created ?? .zero).description), .string(erased.description),
-                                     .string((info.newest ?? info.created ?? .zero).description)])
-                }
-                return false
-            }
-            let newest = info.newest ?? info.created ?? .zero
-            if clock < newest {
-                // The object was created again after this erase (by a clock): it stays, but
-                // everything written before the erase goes, as if the erase had come first.
-                return try void(ins, olderThan: clock, base: info.created ?? .zero, newest: newest)
-            }
-            try store.delete(cls, primaryKey: ins.primaryKey)
-            try store.withMetadata { sql in
-                try sql.execute("INSERT OR REPLACE INTO _atoll_sync_objects VALUES (?, ?, ?, ?, ?)",
-                                [.string(cls), .string(pk), .string((info.created ?? .zero).description), .string(clock.description),
-                                 .string(newest.description)])
-                try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
-                try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
-                try sql.execute("DELETE FROM _atoll_sync_adds WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
-            }
-            return true
-        case .upsert, .evict:
-            throw ProtocolError("\(ins.op.rawValue) is sent by the server only")
-        default:
-            break
-        }
-        // Writes to an object that is not there (never created, or erased: deletes win) are dropped.
-        guard live else { return false }
-        let base = info.created ?? .zero
-        guard let property = ins.property else { throw ProtocolError("\(ins.op.rawValue) needs a path") }
-        switch ins.op {
-        case .set:
-            // The newest clock among the path and its prefixes (a whole embedded object written
-            // later wins over an older write into it).
-            var prefixes = [String]()
-            var acc = ""
-            for e in ins.path {
-                let part: String
-                switch e { case .key(let k): part = k; case .index(let i): part = String(i) }
-                acc = acc.isEmpty ? part : acc + "." + part
-                prefixes.append(acc)
-            }
-            var newest = base
-            for p in prefixes { if let c = try fieldClock(cls, pk, p)?.clock, c > newest { newest = c } }
-            guard clock >= newest else { return false }
-            try store.apply(set: ins)
-            let key = ins.pathKey
-            if ins.path.count == 1 { try reapplyAdds(cls, ins.primaryKey, pk, property, after: clock) }
-            try store.withMetadata { sql in
-                // Writes inside this path are older now.
-                try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND path > ? AND path < ?",
-                                [.string(cls), .string(pk), .string(key + "."), .string(key + "/")])
-                if clock != base {
-                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_fields VALUES (?, ?, ?, ?, 1)",
-                                    [.string(cls), .string(pk), .string(key), .string(clock.description)])
-                }
-            }
-            return true
-        case .addInteger:
-            guard ins.path.count == 1, case .int(let delta)? = ins.value else {
-                throw ProtocolError("addInteger needs a property and an integer value")
-            }
-            // A set newer than the add absorbed it.
-            let written = try fieldClock(cls, pk, property)?.clock ?? base
-            guard clock >= written else { return false }
-            try store.addInteger(cls, primaryKey: ins.primaryKey, property: property, delta)
-            try store.withMetadata { sql in
-                try sql.execute("INSERT INTO _atoll_sync_adds VALUES (?, ?, ?, ?, ?)",
-                                [.string(cls), .string(pk), .string(property), .string(clock.description), .int(delta)])
-            }
-            return true
-        case .listInsert, .listErase, .listSet, .listClear:
-            guard ins.path.count == 1 else { throw ProtocolError("list instructions inside embedded objects are not supported") }
-            var seq = try listSequence(cls, ins.primaryKey, pk, property)
-            var changed = true
-            switch ins.op {
-            case .listInsert:
-                guard let e = ins.element, let index = seq.insert(e, after: ins.after, clock: clock) else { return false }
-                try store.listInsert(cls, primaryKey: ins.primaryKey, property: property, ins.value ?? .null, at: index)
-            case .listErase:
-                guard let e = ins.element, let index = seq.erase(e) else { return false }
-                try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: index)
-            case .listSet:
-                guard let e = ins.element, let index = seq.set(e, clock: clock) else { return false }
-                try store.listSet(cls, primaryKey: ins.primaryKey, property: property, ins.value ?? .null, at: index)
-            default:
-                let indexes = seq.clear(before: ins.element ?? ElementID(clock, .max))
-                for i in indexes { try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: i) }
-                changed = !indexes.isEmpty
-            }
-            try saveList(cls, pk, property, seq)
-            return changed
-        case .setInsert, .setErase:
-            let value = ins.value ?? .null
-            let key = property + setSeparator + keyText(value)
-            let stored = try fieldClock(cls, pk, key)
-            if ins.op == .setInsert {
-                if let stored, clock < stored.clock || (clock == stored.clock && stored.present) { return false }
-                if let cleared = try fieldClock(cls, pk, property + clearMark)?.clock, clock < cleared { return false }
-                _ = try store.setInsert(cls, primaryKey: ins.primaryKey, property: property, value)
-            } else {
-                if let stored, clock <= stored.clock { return false }
-                _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
-            }
-            try saveFieldClock(cls, pk, key, clock, present: ins.op == .setInsert)
-            return true
-        case .setClear:
-            guard case .list(let members)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return false }
-            if (try fieldClock(cls, pk, property + clearMark)?.clock).map({ $0 < clock }) ?? true {
-                try saveFieldClock(cls, pk, property + clearMark, clock, present: false)
-            }
-            var changed = false
-            for value in members {
-                let key = property + setSeparator + keyText(value)
-                let added = try fieldClock(cls, pk, key)?.clock ?? base
-                guard added < clock else { continue }
-                _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
-                try saveFieldClock(cls, pk, key, clock, present: false)
-                changed = true
-            }
-            return changed
-        case .dictionarySet, .dictionaryErase:
-            guard ins.path.count == 2, case .key(let dkey) = ins.path[1] else {
-                throw ProtocolError("dictionary instructions need the path [property, key]")
-            }
-            let key = property + dictionarySeparator + dkey
-            let stored = try fieldClock(cls, pk, key)?.clock ?? base
-            guard clock >= stored else { return false }
-            if let cleared = try fieldClock(cls, pk, property + clearMark)?.clock, clock < cleared { return false }
-            if ins.op == .dictionarySet {
-                try store.dictionarySet(cls, primaryKey: ins.primaryKey, property: property, key: dkey, ins.value ?? .null)
-            } else {
-                _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: property, key: dkey)
-            }
-            try saveFieldClock(cls, pk, key, clock, present: ins.op == .dictionarySet)
-            return true
-        case .dictionaryClear:
-            guard case .object(let entries)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return false }
-            if (try fieldClock(cls, pk, property + clearMark)?.clock).map({ $0 < clock }) ?? true {
-                try saveFieldClock(cls, pk, property + clearMark, clock, present: false)
-            }
-            var changed = false
-            for dkey in entries.keys {
-                let key = property + dictionarySeparator + dkey
-                let written = try fieldClock(cls, pk, key)?.clock ?? base
-                guard written < clock else { continue }
-                _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: property, key: dkey)
-                try saveFieldClock(cls, pk, key, clock, present: false)
-                changed = true
-            }
-            return changed
-        default:
-            return false
-        }
-    }
-
-    /// An erase older than the object's newest create: every field, element and entry written
-    /// before the erase goes back to its default (what erasing and creating again would have
-    /// left), with the newest create's clock. Returns whether anything changed.
-    func void(_ ins: SyncInstruction, olderThan clock: Clock, base: Clock, newest: Clock) throws -> Bool {
-        let cls = ins.className
-        let pk = keyText(ins.primaryKey)
-        guard let schema = store.schema.classes.first(where: { $0.name == cls }), let pkName = schema.primaryKey else { return false }
-        var changed = false
-        var reset = Document()
-        reset[pkName] = ins.primaryKey
-        for p in schema.properties where p.name != pkName && !p.isComputed {
-            switch p.collection {
-            case .list:
-                var seq = try listSequence(cls, ins.primaryKey, pk, p.name)
-                for index in seq.clear(before: ElementID(clock, .max)) {
-                    try store.listErase(cls, primaryKey: ins.primaryKey, property: p.name, at: index)
-                    changed = true
-                }
-                try saveList(cls, pk, p.name, seq)
-            case .set, .dictionary:
-                let separator = p.collection == .set ? setSeparator : dictionarySeparator
-                try saveFieldClock(cls, pk, p.name + clearMark, clock, present: false)
-                switch try store.value(cls, primaryKey: ins.primaryKey, property: p.name) {
-                case .list(let members)?:
-                    for v in members where (try fieldClock(cls, pk, p.name + separator + keyText(v))?.clock ?? base) < clock {
-                        _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: p.name, v)
-                        changed = true
-                    }
-                case .object(let entries)?:
-                    for k in entries.keys where (try fieldClock(cls, pk, p.name + separator + k)?.clock ?? base) < clock {
-                        _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: p.name, key: k)
-                        changed = true
-                    }
-                default: break
-                }
-            case .single:
-                // The newest write of the property or inside it (embedded objects).
-                let rows = try store.withMetadata { sql in
-                    try sql.rows("SELECT clock FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND (path = ? OR (path > ? AND path < ?))",
-                                 [.string(cls), .string(pk), .string(p.name), .string(p.name + "."), .string(p.name + "/")])
-                }
-                let written = rows.compactMap { $0[0].stringValue.flatMap { Clock(text: $0) } }.max() ?? base
-                guard written < clock else { continue }
-                reset[p.name] = p.implicitDefault
-                try store.withMetadata { sql in
-                    try sql.execute("DELETE FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND path > ? AND path < ?",
-                                    [.string(cls), .string(pk), .string(p.name + "."), .string(p.name + "/")])
-                }
-                try saveFieldClock(cls, pk, p.name, newest, present: true)
-            }
-        }
-        if reset.count > 1 {
-            let before = try store.object(cls, primaryKey: ins.primaryKey)
-            _ = try store.create(cls, reset, update: .modified)
-            for name in reset.keys where name != pkName { try reapplyAdds(cls, ins.primaryKey, pk, name, after: newest) }
-            if try store.object(cls, primaryKey: ins.primaryKey) != before { changed = true }
-        }
-        return changed
-    }
-
-    // MARK: - Helpers
-
-    func primaryKeyName(_ cls: String) throws -> String? {
-        guard let c = store.schema.classes.first(where: { $0.name == cls }) else {
-            throw AtollError(.noSuchClass, "no class named '\(cls)' in the schema")
-        }
-        return c.primaryKey
-    }
-
-    /// After a set of a counter at `clock`: the adds newer than the set stay on top of its value
-    /// (as if they had arrived after it); older ones were absorbed and are forgotten.
-    func reapplyAdds(_ cls: String, _ primaryKey: Value, _ pk: String, _ property: String, after clock: Clock) throws {
-        let rows = try store.withMetadata { sql in
-            try sql.rows("SELECT clock, delta FROM _atoll_sync_adds WHERE class = ? AND pk = ? AND path = ?",
-                         [.string(cls), .string(pk), .string(property)])
-        }
-        guard !rows.isEmpty else { return }
-        var newer: Int64 = 0
-        for row in rows {
-            guard case .string(let text) = row[0], let c = Clock(text: text), case .int(let d) = row[1] else { continue }
-            if c > clock { newer = newer &+ d }
-        }
-        if newer != 0 { try store.addInteger(cls, primaryKey: primaryKey, property: property, newer) }
-        try store.withMetadata { sql in
-            let old = rows.compactMap { $0[0].stringValue }.filter { Clock(text: $0).map { $0 <= clock } ?? true }
-            for c in old {
-                try sql.execute("DELETE FROM _atoll_sync_adds WHERE class = ? AND pk = ? AND path = ? AND clock = ?",
-                                [.string(cls), .string(pk), .string(property), .string(c)])
-            }
-        }
-    }
-
-    func fieldClock(_ cls: String, _ pk: String, _ path: String) throws -> (clock: Clock, present: Bool)? {
-        try store.withMetadata { sql in
-            let rows = try sql.rows("SELECT clock, present FROM _atoll_sync_fields WHERE class = ? AND pk = ? AND path = ?",
-                                    [.string(cls), .string(pk), .string(path)])
-            guard let row = rows.first, let text = row[0].stringValue, let c = Clock(text: text) else { return nil }
-            return (c, row[1] != .int(0))
-        }
-    }
-
-    func saveFieldClock(_ cls: String, _ pk: String, _ path: String, _ clock: Clock, present: Bool) throws {
-        try store.withMetadata { sql in
-            try sql.execute("INSERT OR REPLACE INTO _atoll_sync_fields VALUES (?, ?, ?, ?, ?)",
-                            [.string(cls), .string(pk), .string(path), .string(clock.description), .int(present ? 1 : 0)])
-        }
-    }
-
-    func listSequence(_ cls: String, _ primaryKey: Value, _ pk: String, _ property: String) throws -> ListSequence {
-        let text = try store.withMetadata { sql in
-            try sql.rows("SELECT elements FROM _atoll_sync_lists WHERE class = ? AND pk = ? AND path = ?",
-                         [.string(cls), .string(pk), .string(property)]).first?[0].stringValue
-        }
-        if let text { return try ListSequence(text: text) }
-        // A list written before sync knew it: its elements get identities older than any clock.
-        if case .list(let items)? = try store.value(cls, primaryKey: primaryKey, property: property) {
-            return ListSequence(unnamed: items.count)
-        }
-        return ListSequence()
-    }
-
-    func saveList(_ cls: String, _ pk: String, _ property: String, _ seq: ListSequence) throws {
-        try store.withMetadata { sql in
-            try sql.execute("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)",
-                            [.string(cls), .string(pk), .string(property), .string(seq.text)])
-        }
+        try tables.insertLists(listRows)
     }
 }

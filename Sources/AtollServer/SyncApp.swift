@@ -94,7 +94,7 @@ package final class SyncApp: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         path = directory + (storage is LocalSyncStorage ? "/data.realm" : "/cache.realm")
         store = try Self.open(path: path, schema: configuration.schema)
-        try ServerTables.create(store)
+        try ServerSyncTables.create(store)
         latestVersion = try storage.open(self)
     }
 
@@ -739,15 +739,15 @@ package final class SyncApp: @unchecked Sendable {
                 if !result.effects.isEmpty {
                     version = next
                     // The effects are a subsequence of the instructions: as many means the same.
-                    if result.effects.count == instructions.count, let encoded = speculative?.value() {
+                    if result.effects.count == instructions.count, result.effects == instructions, let encoded = speculative?.value() {
                         effects = encoded
                     } else {
                         effects = EncodedEffects(result.effects, serverVersion: version, clock: cs.clock)
                     }
                     commit.entry = HistoryEntry(version: version, file: s.file, clientVersion: cs.clientVersion, clock: cs.clock,
                                                 user: s.user.id, changeset: effects.changesetText)
-                    commit.touched = effects.order
                 }
+                commit.touched = result.changed
                 return commit
             }
             s.uploadCursor = cs.clientVersion
@@ -755,12 +755,17 @@ package final class SyncApp: @unchecked Sendable {
             if integratedBefore { continue }
             latestVersion = version
             metrics.integrated(seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9, instructions: cs.instructions.count)
+            // What the uploader is told of its own changeset comes after the changeset's
+            // acknowledgement: it then merges it with what it has not uploaded yet, only.
+            if !result.rejected.isEmpty || !result.corrections.isEmpty {
+                s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
+            }
             if !result.rejected.isEmpty {
                 metrics.update { $0.rejectedWrites += result.rejected.count }
                 try compensate(s, result.rejected)
             }
-            if !result.effects.isEmpty {
-                try fanOut(effects, version: version, clock: cs.clock, origin: s)
+            if !result.effects.isEmpty || !result.corrections.isEmpty {
+                try fanOut(effects, version: version, clock: cs.clock, origin: s, corrections: result.corrections)
             }
         }
         s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
@@ -866,7 +871,10 @@ package final class SyncApp: @unchecked Sendable {
     /// Sends each ready session what one integrated changeset changed in its view.
     /// `origin` is the uploading session (nil for an edit made in the admin console);
     /// `originFile` names the uploading client file when it uploaded through another instance.
-    func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session?, originFile: Int64? = nil) throws {
+    /// The origin gets what it does not know of its own changeset: the objects in `corrections`
+    /// (their state now), and objects that entered its view without its creating them.
+    func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session?, originFile: Int64? = nil,
+                corrections: [ObjectID] = []) throws {
         let order = effects.order
         var keysByClass = [String: [Value]]()
         for id in order { keysByClass[id.className, default: []].append(id.primaryKey) }
@@ -876,15 +884,33 @@ package final class SyncApp: @unchecked Sendable {
             live[cls] = try matching(cls, ViewQuery(text: "TRUEPREDICATE", arguments: []), among: keys)
         }
         let keys = order.map { keyText($0.primaryKey) }
+        let correct = Set(corrections)
         // Sessions with the same view share one query.
         var cache = [String: [ViewQuery: Set<String>]]()
         var metas = [String: ObjectMetadata]()
         var objectTexts = [Int: [String]]()
+        func upsertText(_ cls: String, _ id: ObjectID, _ key: String) throws -> String? {
+            guard let doc = try store.object(cls, primaryKey: id.primaryKey) else { return nil }
+            // Loaded once for the class's objects in the effects; an object corrected without
+            // an effect of its own is loaded alone.
+            let meta: ObjectMetadata
+            if let known = metas[cls], known.created[key] != nil {
+                meta = known
+            } else if metas[cls] == nil, keysByClass[cls]?.contains(id.primaryKey) == true {
+                meta = try ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? [])
+                metas[cls] = meta
+            } else {
+                meta = try ObjectMetadata.load(store, className: cls, key: key)
+            }
+            return Wire.encode(meta.upsert(cls, id.primaryKey, key, doc).wireValue)
+        }
         for s in sessions.values.flatMap(\.values) where s.ready {
             let isOrigin = s === origin || (originFile != nil && s.file == originFile)
             // What the session gets: objects' instructions as integrated, or other texts.
             var out = [Piece]()
             var whole = 0
+            // The origin's objects that are gone, each told at its erase's clock.
+            var gone = [ObjectID]()
             // The session's view of a class, which touched objects of the class exist, which it
             // holds and which it may see (all that exist, for a view of the whole class): looked
             // up once for each run of a class's objects, the held objects taken out of the
@@ -922,13 +948,22 @@ package final class SyncApp: @unchecked Sendable {
                     guard inView else { continue }
                     let key = keys[index]
                     if !existing.contains(key) {
-                        if held.remove(key) != nil, !isOrigin {
+                        let wasHeld = held.remove(key) != nil
+                        if isOrigin {
+                            if correct.contains(id) { gone.append(id) }
+                        } else if wasHeld {
                             out.append(.text(Wire.encode(SyncInstruction(.erase, cls, id.primaryKey).wireValue)))
                         }
                         continue
                     }
                     if wholeClass || visible.contains(key) {
                         if isOrigin {
+                            // Its own new objects it has; anything else it may lack, or hold
+                            // otherwise than the server.
+                            if correct.contains(id) || (!held.contains(key) && !effects.createdObject(at: index)),
+                               let text = try upsertText(cls, id, key) {
+                                out.append(.text(text))
+                            }
                             held.insert(key)
                         } else if held.contains(key) {
                             out.append(.integrated(index))
@@ -939,24 +974,47 @@ package final class SyncApp: @unchecked Sendable {
                             out.append(.integrated(index))
                             whole += 1
                             held.insert(key)
-                        } else if let doc = try store.object(cls, primaryKey: id.primaryKey) {
-                            let meta = try metas[cls] ?? ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? [])
-                            metas[cls] = meta
-                            out.append(.text(Wire.encode(meta.upsert(cls, id.primaryKey, key, doc).wireValue)))
+                        } else if let text = try upsertText(cls, id, key) {
+                            out.append(.text(text))
                             held.insert(key)
                         }
-                    } else if held.remove(key) != nil {
+                    } else if held.remove(key) != nil || (isOrigin && correct.contains(id)) {
                         out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
                     }
                 }
             }
+            if isOrigin {
+                // Corrected objects the effects do not name (none of the origin's instructions on
+                // them took effect as written).
+                let named = Set(order)
+                for id in corrections where !named.contains(id) {
+                    let cls = id.className, key = keyText(id.primaryKey)
+                    guard let view = s.views[cls] else { continue }
+                    var held = s.inView[cls] ?? []
+                    defer { s.inView[cls] = held }
+                    guard try store.object(cls, primaryKey: id.primaryKey) != nil else {
+                        held.remove(key)
+                        gone.append(id)
+                        continue
+                    }
+                    if try view.text == "TRUEPREDICATE" || matching(cls, view, among: [id.primaryKey]).contains(key) {
+                        if let text = try upsertText(cls, id, key) { out.append(.text(text)) }
+                        held.insert(key)
+                    } else {
+                        held.remove(key)
+                        out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
+                    }
+                }
+                try tellGone(s, gone, version: version)
+            }
             guard !out.isEmpty else { continue }
-            if whole == order.count, effects.bytes <= maxDownloadBytes {
+            let everything = whole == order.count && !order.isEmpty
+            if everything, effects.bytes <= maxDownloadBytes {
                 // Everything, as integrated: the history's text.
                 sendChangeset(s, serverVersion: version, effects.changesetText)
             } else {
                 // Everything: the history's pieces; some: each object's own texts.
-                let texts = whole == order.count ? effects.pieces : out.flatMap { piece -> [String] in
+                let texts = everything ? effects.pieces : out.flatMap { piece -> [String] in
                     switch piece {
                     case .integrated(let index):
                         if let known = objectTexts[index] { return known }
@@ -982,6 +1040,16 @@ package final class SyncApp: @unchecked Sendable {
                 send(s, serverVersion: version, clock: clock, instructions: batch)
             }
             s.downloadCursor = version
+        }
+    }
+
+    /// Tells a session that objects it may hold are gone: an erase at each one's erase clock (so
+    /// that its own newer create of it stands), or an eviction when the server never had it.
+    private func tellGone(_ s: Session, _ ids: [ObjectID], version: UInt64) throws {
+        for id in ids {
+            let erased = try ServerSyncTables(store: store).record(id.className, keyText(id.primaryKey))?.erased
+            let ins = SyncInstruction(erased == nil ? .evict : .erase, id.className, id.primaryKey)
+            send(s, serverVersion: version, clock: erased ?? .zero, instructions: [Wire.encode(ins.wireValue)])
         }
     }
 
@@ -1103,58 +1171,5 @@ package final class SyncApp: @unchecked Sendable {
             c.downloads += 1
             c.downloadBytes += text.utf8.count
         }
-    }
-}
-
-/// The sync metadata of a class's objects, loaded at once for upserts: create clocks, field
-/// clocks and list identities.
-struct ObjectMetadata {
-    var created: [String: Clock] = [:]
-    var fields: [String: [String: Clock]] = [:]
-    var lists: [String: [String: ListSequence]] = [:]
-
-    /// For every object of a class, or for some keys of it.
-    static func load(_ store: Store, className: String, key: String? = nil, keys: [Value]? = nil) throws -> ObjectMetadata {
-        var meta = ObjectMetadata()
-        try store.withMetadata { sql in
-            var filter = ""
-            var args: [Value] = [.string(className)]
-            if let key { filter = " AND pk = ?"; args.append(.string(key)) }
-            if let keys, keys.count <= 500 {
-                filter = " AND pk IN (\(keys.map { _ in "?" }.joined(separator: ",")))"
-                args += keys.map { .string(keyText($0)) }
-            }
-            for row in try sql.rows("SELECT pk, created FROM _atoll_sync_objects WHERE class = ? AND erased IS NULL" + filter, args) {
-                if case .string(let pk) = row[0], case .string(let c) = row[1], let clock = Clock(text: c) { meta.created[pk] = clock }
-            }
-            for row in try sql.rows("SELECT pk, path, clock FROM _atoll_sync_fields WHERE class = ?" + filter, args) {
-                if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let c) = row[2], let clock = Clock(text: c) {
-                    meta.fields[pk, default: [:]][path] = clock
-                }
-            }
-            for row in try sql.rows("SELECT pk, path, elements FROM _atoll_sync_lists WHERE class = ?" + filter, args) {
-                if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let text) = row[2],
-                   let seq = try? ListSequence(text: text) {
-                    meta.lists[pk, default: [:]][path] = seq
-                }
-            }
-        }
-        return meta
-    }
-
-    func upsert(_ cls: String, _ pk: Value, _ key: String, _ doc: Document) -> SyncInstruction {
-        var u = SyncInstruction(.upsert, cls, pk)
-        u.object = doc
-        u.clock = created[key] ?? .zero
-        u.fieldClocks = fields[key] ?? [:]
-        var lists = self.lists[key] ?? [:]
-        // Lists the server has no identities for (written before sync knew them).
-        for (name, value) in doc where lists[name] == nil {
-            if case .list(let items) = value, !items.isEmpty, lists[name] == nil {
-                lists[name] = ListSequence(unnamed: items.count)
-            }
-        }
-        u.lists = lists
-        return u
     }
 }

@@ -16,6 +16,12 @@ struct PendingIndex {
     var listOps: [String: [(instruction: SyncInstruction, clock: Clock)]] = [:]
     /// Pending counter adds per object and property: kept on top of a set that arrives.
     var adds: [ObjectID: [String: [(clock: Clock, delta: Int64)]]] = [:]
+    /// The newest pending set of each path, with its value (what an upsert of the object is
+    /// merged with, also when the device no longer holds the object).
+    var writes: [ObjectID: [String: (clock: Clock, path: [PathElement], value: Value)]] = [:]
+    /// The newest pending add or remove of each set element (`property + setSeparator + keyText`)
+    /// and write or erase of each dictionary key, with its value.
+    var members: [ObjectID: [String: (clock: Clock, present: Bool, value: Value)]] = [:]
 
     init(_ changesets: [SyncChangeset]) {
         for cs in changesets {
@@ -25,14 +31,22 @@ struct PendingIndex {
                 switch ins.op {
                 case .create: created[id] = cs.clock
                 case .erase: erased[id] = cs.clock
-                case .set: fields[id, default: [:]][ins.pathKey] = cs.clock
+                case .set:
+                    fields[id, default: [:]][ins.pathKey] = cs.clock
+                    writes[id, default: [:]][ins.pathKey] = (cs.clock, ins.path, ins.value ?? .null)
                 case .addInteger:
                     if let p = ins.property, case .int(let d)? = ins.value { adds[id, default: [:]][p, default: []].append((cs.clock, d)) }
                 case .setInsert, .setErase:
-                    if let p = ins.property { fields[id, default: [:]][p + setSeparator + keyText(ins.value ?? .null)] = cs.clock }
+                    if let p = ins.property {
+                        let key = p + setSeparator + keyText(ins.value ?? .null)
+                        fields[id, default: [:]][key] = cs.clock
+                        members[id, default: [:]][key] = (cs.clock, ins.op == .setInsert, ins.value ?? .null)
+                    }
                 case .dictionarySet, .dictionaryErase:
                     if ins.path.count == 2, case .key(let p) = ins.path[0], case .key(let k) = ins.path[1] {
-                        fields[id, default: [:]][p + dictionarySeparator + k] = cs.clock
+                        let key = p + dictionarySeparator + k
+                        fields[id, default: [:]][key] = cs.clock
+                        members[id, default: [:]][key] = (cs.clock, ins.op == .dictionarySet, ins.value ?? .null)
                     }
                 case .setClear, .dictionaryClear:
                     if let p = ins.property { fields[id, default: [:]][p + clearMark] = cs.clock }
@@ -51,6 +65,19 @@ struct PendingIndex {
     static func listKey(_ id: ObjectID, _ property: String) -> String {
         "\(id.className)\u{0}\(keyText(id.primaryKey))\u{0}\(property)"
     }
+
+    /// The clock of the device's newest pending erase of the object when no pending create
+    /// follows it (the object is erased here until the server says otherwise), or of the newest
+    /// pending erase at all (`always`).
+    func erasedHere(_ id: ObjectID) -> Clock? {
+        guard let e = erased[id] else { return nil }
+        // A create with the erase's clock came after it, in the same transaction.
+        return created[id].map { $0 >= e } == true ? nil : e
+    }
+
+    /// Whether a pending erase of the object is newer than `clock`: whatever the server wrote at
+    /// `clock` is gone once the erase is integrated.
+    func erases(_ id: ObjectID, before clock: Clock) -> Bool { erased[id].map { $0 > clock } ?? false }
 
     /// Whether a pending write of this path (or of a path that contains it) is newer than `clock`.
     func overrides(_ id: ObjectID, _ path: String, _ clock: Clock) -> Bool {
@@ -182,6 +209,15 @@ struct Applier {
         try flushOrReplay()
     }
 
+    /// Applies downloaded instructions (`applyAll`), then the links of the upserts among them,
+    /// once every object they name exists.
+    func applyDownload(_ instructions: [(SyncInstruction, Clock)]) throws {
+        try applyAll(instructions)
+        for (ins, _) in instructions where ins.op == .upsert && hasLinks(ins.className) {
+            if let pk = pkName(ins.className) { try? links(ins, pk) }
+        }
+    }
+
     private struct BatchFailed: Error {}
 
     /// Which objects created or upserted here are new: the device does not have them and no
@@ -234,7 +270,10 @@ struct Applier {
         let exists = { try self.store.object(cls, primaryKey: ins.primaryKey) != nil }
         switch ins.op {
         case .create:
-            if try exists() || pending.erased[id] != nil { return }
+            if try exists() { return }
+            // Erased here by a pending erase newer than this create: it stays erased, as it will
+            // on the server.
+            if let e = pending.erasedHere(id), e > clock { return }
             var d = Document()
             d[pkName] = ins.primaryKey
             _ = try store.create(cls, d)
@@ -242,10 +281,9 @@ struct Applier {
             guard try exists() else { return }
             // A pending re-create newer than this erase will bring the object back on the server.
             if ins.op == .erase, let c = pending.created[id], c > clock { return }
-            try store.delete(cls, primaryKey: ins.primaryKey)
-            try ClientTables.dropLists(sql, cls, keyText(ins.primaryKey))
+            try delete(id)
         case .set:
-            guard try exists(), !pending.overrides(id, ins.pathKey, clock) else { return }
+            guard try exists(), !pending.overrides(id, ins.pathKey, clock), !pending.erases(id, before: clock) else { return }
             try store.apply(set: ins)
             // Pending adds newer than this set stay on top of it (as the server will do).
             if ins.path.count == 1, let p = ins.property {
@@ -254,16 +292,50 @@ struct Applier {
             }
         case .addInteger:
             guard try exists(), let p = ins.property, case .int(let d)? = ins.value,
-                  !pending.overrides(id, ins.pathKey, clock) else { return }
+                  !pending.overrides(id, ins.pathKey, clock), !pending.erases(id, before: clock) else { return }
             try store.addInteger(cls, primaryKey: ins.primaryKey, property: p, d)
         case .listInsert, .listErase, .listSet, .listClear:
             guard try exists(), let property = ins.property else { return }
+            // An element inserted before a pending erase of the object is gone with it.
+            if ins.op == .listInsert, let e = ins.element, pending.erases(id, before: e.clock) { return }
             let key = keyText(ins.primaryKey)
             var seq = try ClientTables.list(sql, cls, key, property) ?? ListSequence()
+            if let p = classes[cls]?[property: property], linkLike(p), let target = p.objectType {
+                // A list of links: an element whose object is not on the device is hidden.
+                let linked = ClientTables.linkKey(ins.value)
+                switch ins.op {
+                case .listInsert:
+                    guard let e = ins.element, !seq.contains(e), let linked else { return }
+                    if let index = seq.insert(e, after: ins.after, clock: clock, value: linked, hidden: !here(target, linked)) {
+                        try store.listInsert(cls, primaryKey: ins.primaryKey, property: property, linked, at: index)
+                    }
+                case .listSet:
+                    guard let e = ins.element, let entry = seq.entry(e), entry.alive, clock >= entry.valueClock, let linked else { return }
+                    if let at = seq.set(e, clock: clock, value: linked) { try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: at) }
+                    if here(target, linked) {
+                        let at = seq.show(e) ?? seq.liveIDs.firstIndex(of: e)
+                        if let at { try store.listInsert(cls, primaryKey: ins.primaryKey, property: property, linked, at: at) }
+                    } else {
+                        _ = seq.hide(e)
+                    }
+                case .listErase:
+                    guard let e = ins.element else { return }
+                    if let index = seq.erase(e) { try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: index) }
+                default:
+                    for index in seq.clear(before: ins.element ?? ElementID(clock, .max)) {
+                        try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: index)
+                    }
+                }
+                try ClientTables.saveList(sql, cls, key, property, seq)
+                return
+            }
             switch ins.op {
             case .listInsert:
-                guard let e = ins.element, let index = seq.insert(e, after: ins.after, clock: clock) else { return }
-                try store.listInsert(cls, primaryKey: ins.primaryKey, property: property, ins.value ?? .null, at: index)
+                guard let e = ins.element, !seq.contains(e) else { return }
+                // One older than a clear is kept unseen: later inserts may name it as their neighbour.
+                if let index = seq.insert(e, after: ins.after, clock: clock) {
+                    try store.listInsert(cls, primaryKey: ins.primaryKey, property: property, ins.value ?? .null, at: index)
+                }
             case .listErase:
                 guard let e = ins.element, let index = seq.erase(e) else { return }
                 try store.listErase(cls, primaryKey: ins.primaryKey, property: property, at: index)
@@ -277,9 +349,10 @@ struct Applier {
             }
             try ClientTables.saveList(sql, cls, key, property, seq)
         case .setInsert, .setErase:
-            guard try exists(), let property = ins.property else { return }
+            guard try exists(), let property = ins.property, !pending.erases(id, before: clock) else { return }
             let value = ins.value ?? .null
             if let c = pending.fields[id]?[property + setSeparator + keyText(value)], c > clock { return }
+            if let c = pending.fields[id]?[property + clearMark], c > clock { return }
             if ins.op == .setInsert {
                 _ = try store.setInsert(cls, primaryKey: ins.primaryKey, property: property, value)
             } else {
@@ -293,8 +366,10 @@ struct Applier {
                 _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
             }
         case .dictionarySet, .dictionaryErase:
-            guard try exists(), ins.path.count == 2, case .key(let property) = ins.path[0], case .key(let k) = ins.path[1] else { return }
+            guard try exists(), ins.path.count == 2, case .key(let property) = ins.path[0], case .key(let k) = ins.path[1],
+                  !pending.erases(id, before: clock) else { return }
             if let c = pending.fields[id]?[property + dictionarySeparator + k], c > clock { return }
+            if let c = pending.fields[id]?[property + clearMark], c > clock { return }
             if ins.op == .dictionarySet {
                 try store.dictionarySet(cls, primaryKey: ins.primaryKey, property: property, key: k, ins.value ?? .null)
             } else {
@@ -312,48 +387,54 @@ struct Applier {
         }
     }
 
-    /// Writes an object as the server holds it, except the fields with newer pending writes.
-    /// Links are written in a second step (`links`), once every object of the batch exists.
+    /// Writes an object as the server holds it, merged with what the device has pending for it
+    /// by the rules the server will integrate that with: per property, set element and dictionary
+    /// key the newer write wins, writes older than the newest erase (the server's or a pending
+    /// one) are gone, pending list instructions replay on the server's sequence, pending counter
+    /// adds newer than the value stay on top. Links are written in a second step (`links`), once
+    /// every object of the batch exists.
     func upsert(_ ins: SyncInstruction, _ pkName: String) throws {
         let id = ins.objectID
-        if pending.erased[id] != nil { return }
         guard let object = ins.object, let schema = classes[id.className] else { return }
         let base = ins.clock ?? .zero
+        let key = keyText(ins.primaryKey)
+        // Erased here by a pending erase newer than the server's create: it stays erased, as it
+        // will on the server once the erase is integrated.
+        if let e = pending.erasedHere(id), e > base {
+            if try store.object(id.className, primaryKey: ins.primaryKey) != nil { try delete(id) } else { try ClientTables.dropLists(sql, id.className, key) }
+            return
+        }
+        // Writes older than this are gone: the server's newest erase, or the device's own.
+        let floor = [ins.erasedAt, pending.erased[id]].compactMap { $0 }.max()
+        func outlives(_ c: Clock) -> Bool { floor.map { c >= $0 } ?? true }
         var doc = Document()
         doc[pkName] = ins.primaryKey
-        let key = keyText(ins.primaryKey)
         var merged = [String: ListSequence]()
+        let touched = pending.touched.contains(id)
         for p in schema.properties where p.name != pkName && !p.isComputed {
             guard let value = object[p.name] else { continue }
             if linkLike(p) { continue }
             switch p.collection {
-            case .list where pending.lists.contains(PendingIndex.listKey(id, p.name)):
-                let (values, seq) = try mergedList(ins, p.name, value, base)
+            case .list where touched:
+                let (values, seq) = try mergedList(ins, p.name, value, floor: pending.erased[id])
                 doc[p.name] = .list(values)
                 merged[p.name] = seq
-            case .set where pending.fields[id] != nil:
-                doc[p.name] = try mergedSet(ins, p.name, value, base)
-            case .dictionary where pending.fields[id] != nil:
-                doc[p.name] = try mergedDictionary(ins, p.name, value, base)
+            case .set where touched, .dictionary where touched:
+                doc[p.name] = mergedMembers(ins, p, value, base, outlives)
+            case .single where touched:
+                doc[p.name] = mergedValue(ins, p, value, base, outlives)
             default:
-                if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) { continue }
                 doc[p.name] = value
             }
         }
         _ = try store.create(id.className, doc, update: .modified)
-        // The server's value has none of the pending counter adds: those it will keep (newer than
-        // the field's last set) go back on top, as for a set.
-        for (p, adds) in pending.adds[id] ?? [:] where doc[p] != nil {
-            let written = ins.fieldClocks[p] ?? base
-            let newer = adds.filter { $0.clock > written }.reduce(Int64(0)) { $0 &+ $1.delta }
-            if newer != 0 { try store.addInteger(id.className, primaryKey: ins.primaryKey, property: p, newer) }
-        }
         for p in schema.properties where p.isList {
-            if let seq = merged[p.name] {
-                try ClientTables.saveList(sql, id.className, key, p.name, seq)
-            } else if !pending.lists.contains(PendingIndex.listKey(id, p.name)) {
-                try ClientTables.saveList(sql, id.className, key, p.name, ins.lists[p.name] ?? ListSequence())
+            var seq = merged[p.name] ?? ins.lists[p.name] ?? ListSequence()
+            // Elements older than the object's last erase are gone, also those that come later.
+            if let erased = ins.erasedAt, seq.clearedBefore.map({ $0 < ElementID(erased, 0) }) ?? true {
+                _ = seq.clear(before: ElementID(erased, 0))
             }
+            try ClientTables.saveList(sql, id.className, key, p.name, seq)
         }
     }
 
@@ -361,16 +442,84 @@ struct Applier {
     // are newer than the server's (as the server will when it integrates them); everything else
     // is the server's.
 
+    /// A single value: the server's or the newest pending write of it, whichever is newer (and
+    /// outlives the newest erase), with newer pending writes into it (embedded objects) and
+    /// newer pending adds (counters) on top.
+    private func mergedValue(_ ins: SyncInstruction, _ p: Property, _ server: Value, _ base: Clock,
+                             _ outlives: (Clock) -> Bool) -> Value {
+        let id = ins.objectID
+        let serverClock = ins.fieldClocks[p.name] ?? base
+        var value = outlives(serverClock) ? server : p.implicitDefault
+        var clock = serverClock
+        let writes = pending.writes[id] ?? [:]
+        if let w = writes[p.name], outlives(w.clock), w.clock > clock || !outlives(serverClock) {
+            value = w.value
+            clock = w.clock
+        }
+        for w in writes.values.filter({ $0.path.count > 1 && $0.path.first == .key(p.name) }).sorted(by: { $0.clock < $1.clock })
+        where w.clock >= clock && outlives(w.clock) {
+            if let replaced = try? value.replacing(at: w.path.dropFirst(), with: w.value) { value = replaced }
+        }
+        if case .int(let n) = value {
+            // (An add with the clock of the pending set that won came after it in the same transaction.)
+            let newer = (pending.adds[id]?[p.name] ?? []).filter { $0.clock >= clock && outlives($0.clock) }
+            value = .int(newer.reduce(n) { $0 &+ $1.delta })
+        }
+        return value
+    }
+
+    /// A set's members or a dictionary's entries: each the server's or the newest pending add
+    /// or remove (write or erase) of it, whichever is newer; none older than the collection's
+    /// newest pending clear or the object's newest erase.
+    private func mergedMembers(_ ins: SyncInstruction, _ p: Property, _ server: Value, _ base: Clock,
+                               _ outlives: (Clock) -> Bool) -> Value {
+        let id = ins.objectID
+        let isSet = p.collection == .set
+        let separator = isSet ? setSeparator : dictionarySeparator
+        let clear = pending.fields[id]?[p.name + clearMark]
+        func counts(_ c: Clock) -> Bool { outlives(c) && (clear.map { c >= $0 } ?? true) }
+        var entries = [(key: String, value: Value)]()
+        var seen = Set<String>()
+        var serverEntries = [(key: String, value: Value)]()
+        switch server {
+        case .list(let members): serverEntries = members.map { (keyText($0), $0) }
+        case .object(let d): serverEntries = d.map { ($0.0, $0.1) }
+        default: break
+        }
+        let mine = (pending.members[id] ?? [:]).filter { $0.key.hasPrefix(p.name + separator) }
+        for (k, v) in serverEntries {
+            seen.insert(k)
+            let path = p.name + separator + k
+            let serverClock = ins.fieldClocks[path] ?? base
+            if let m = mine[path], m.clock > serverClock, counts(m.clock) {
+                if m.present { entries.append((k, m.value)) }
+            } else if counts(serverClock) {
+                entries.append((k, v))
+            }
+        }
+        for (path, m) in mine.sorted(by: { $0.key < $1.key }) where m.present {
+            let k = String(path.dropFirst(p.name.count + 1))
+            guard !seen.contains(k), counts(m.clock), m.clock > (ins.fieldClocks[path] ?? .zero) else { continue }
+            entries.append((k, m.value))
+        }
+        if isSet { return .list(entries.map(\.value)) }
+        var d = Document()
+        for (k, v) in entries { d[k] = v }
+        return .object(d)
+    }
+
     /// A list as the server holds it with the device's pending list instructions replayed on
-    /// it, in order, by the rules the server will integrate them with.
+    /// it, in order, by the rules the server will integrate them with; elements older than a
+    /// pending erase of the object (`floor`) are gone.
     private func mergedList(_ ins: SyncInstruction, _ property: String, _ server: Value,
-                            _ base: Clock) throws -> (values: [Value], seq: ListSequence) {
+                            floor: Clock?) throws -> (values: [Value], seq: ListSequence) {
         var seq = ins.lists[property] ?? ListSequence()
         var values = [Value]()
         if case .list(let items) = server { values = items }
         guard values.count == seq.liveCount else {
             throw ProtocolError("upsert of \(ins.className) \(keyText(ins.primaryKey)): \(property) has \(values.count) values for \(seq.liveCount) elements")
         }
+        if let floor { for i in seq.clear(before: ElementID(floor, 0)) { values.remove(at: i) } }
         for (op, clock) in pending.listOps[PendingIndex.listKey(ins.objectID, property)] ?? [] {
             switch op.op {
             case .listInsert:
@@ -386,46 +535,17 @@ struct Applier {
         return (values, seq)
     }
 
-    /// A set's members: each as the server holds it, unless a pending add or remove of it (or a
-    /// pending clear) is newer than the server's write of it; then as the device holds it.
-    private func mergedSet(_ ins: SyncInstruction, _ property: String, _ server: Value, _ base: Clock) throws -> Value {
-        guard case .list(let serverMembers) = server else { return server }
-        var local = [Value]()
-        if case .list(let items)? = try store.value(ins.className, primaryKey: ins.primaryKey, property: property) { local = items }
-        let here = Set(local.map(keyText)), there = Set(serverMembers.map(keyText))
-        var out = [Value]()
-        var seen = Set<String>()
-        for v in serverMembers + local {
-            let text = keyText(v)
-            guard seen.insert(text).inserted else { continue }
-            let keep = pendingWins(ins, property + setSeparator + text, property, base) ? here.contains(text) : there.contains(text)
-            if keep { out.append(v) }
-        }
-        return .list(out)
+    /// Deletes an object here (the store drops the links to it, and so do the sequences of the
+    /// lists of links that held it) and forgets its lists.
+    func delete(_ id: ObjectID) throws {
+        try ClientTables.hideLinks(sql, store.schema, to: id)
+        try store.delete(id.className, primaryKey: id.primaryKey)
+        try ClientTables.dropLists(sql, id.className, keyText(id.primaryKey))
     }
 
-    /// A dictionary's entries: each as the server holds it, unless a pending write or erase of
-    /// its key (or a pending clear) is newer than the server's write of it.
-    private func mergedDictionary(_ ins: SyncInstruction, _ property: String, _ server: Value, _ base: Clock) throws -> Value {
-        guard case .object(let serverEntries) = server else { return server }
-        var local = Document()
-        if case .object(let d)? = try store.value(ins.className, primaryKey: ins.primaryKey, property: property) { local = d }
-        var out = Document()
-        for k in serverEntries.keys + local.keys where out[k] == nil {
-            let from = pendingWins(ins, property + dictionarySeparator + k, property, base) ? local : serverEntries
-            if let v = from[k] { out[k] = v }
-        }
-        return .object(out)
-    }
-
-    /// Whether a pending write of a set element or dictionary key (`path`), or a pending clear
-    /// of the collection, is newer than the server's write of that element or key.
-    private func pendingWins(_ ins: SyncInstruction, _ path: String, _ property: String, _ base: Clock) -> Bool {
-        guard let fields = pending.fields[ins.objectID] else { return false }
-        let server = ins.fieldClocks[path] ?? base
-        if let c = fields[path], c > server { return true }
-        if let c = fields[property + clearMark], c > server { return true }
-        return false
+    /// Whether an object is on the device.
+    private func here(_ cls: String, _ key: Value) -> Bool {
+        (try? store.primaryKeys(cls, among: [key]).isEmpty) == false
     }
 
     /// Whether a property holds links (written after the objects they point to exist).
@@ -440,19 +560,55 @@ struct Applier {
     /// is not on the device (outside the view) is left null, a list drops it.
     func links(_ ins: SyncInstruction, _ pkName: String) throws {
         let id = ins.objectID
-        if pending.erased[id] != nil { return }
+        if let e = pending.erasedHere(id), e > (ins.clock ?? .zero) { return }
         guard let object = ins.object, let schema = store.schema.classes.first(where: { $0.name == id.className }),
               try store.object(id.className, primaryKey: ins.primaryKey) != nil else { return }
         let base = ins.clock ?? .zero
         for p in schema.properties where linkLike(p) {
             guard let value = object[p.name] else { continue }
+            if p.isList {
+                try linkList(ins, p, value)
+                continue
+            }
             if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) { continue }
-            if p.isList, pending.lists.contains(PendingIndex.listKey(id, p.name)) { continue }
             var doc = Document()
             doc[pkName] = ins.primaryKey
             doc[p.name] = try present(value, p)
             _ = try store.create(id.className, doc, update: .modified)
         }
+    }
+
+    /// A list of links of an upsert: the server's sequence (with the object each element links
+    /// to) and the device's pending list instructions replayed on it; elements whose object is
+    /// not on the device are hidden. Written to the store and kept as the list's sequence.
+    private func linkList(_ ins: SyncInstruction, _ p: Property, _ server: Value) throws {
+        guard let target = p.objectType else { return }
+        let id = ins.objectID
+        var seq = ins.lists[p.name] ?? ListSequence()
+        var values = [Value]()
+        if case .list(let items) = server { values = items.map { ClientTables.linkKey($0) ?? .null } }
+        guard values.count == seq.liveCount else {
+            throw ProtocolError("upsert of \(ins.className) \(keyText(ins.primaryKey)): \(p.name) has \(values.count) values for \(seq.liveCount) elements")
+        }
+        seq.keepShownValues(values)
+        if let floor = pending.erased[id] { _ = seq.clear(before: ElementID(floor, 0)) }
+        if let erased = ins.erasedAt, seq.clearedBefore.map({ $0 < ElementID(erased, 0) }) ?? true { _ = seq.clear(before: ElementID(erased, 0)) }
+        for (op, clock) in pending.listOps[PendingIndex.listKey(id, p.name)] ?? [] {
+            switch op.op {
+            case .listInsert: if let e = op.element { _ = seq.insert(e, after: op.after, clock: clock, value: ClientTables.linkKey(op.value)) }
+            case .listErase: if let e = op.element { _ = seq.erase(e) }
+            case .listSet: if let e = op.element { _ = seq.set(e, clock: clock, value: ClientTables.linkKey(op.value)) }
+            default: _ = seq.clear(before: op.element ?? ElementID(clock, .max))
+            }
+        }
+        for e in seq.entries where e.shown {
+            if !(e.value.map { here(target, $0) } ?? false) { _ = seq.hide(e.id) }
+        }
+        var doc = Document()
+        doc[pkName(ins.className) ?? "_id"] = ins.primaryKey
+        doc[p.name] = .list(seq.entries.filter(\.shown).map { $0.value ?? .null })
+        _ = try store.create(ins.className, doc, update: .modified)
+        try ClientTables.saveList(sql, ins.className, keyText(ins.primaryKey), p.name, seq)
     }
 
     /// A link value without the targets that are not on the device.

@@ -48,6 +48,32 @@ enum ClientTables {
         try sql.execute("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)", [.string(cls), .string(pk), .string(path), .string(seq.text)])
     }
 
+    /// Hides, in the lists of links that hold them, the elements that link to `target` (which is
+    /// being deleted here: the store drops them from the lists), so that list indexes stay the
+    /// store's.
+    static func hideLinks(_ sql: MetadataSQL, _ schema: Schema, to target: ObjectID) throws {
+        for h in schema.classes where !h.isEmbedded {
+            for p in h.properties where p.isList && p.type == .object && p.objectType == target.className {
+                for row in try sql.rows("SELECT pk, elements FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(h.name), .string(p.name)]) {
+                    guard case .string(let pk) = row[0], case .string(let text) = row[1], var seq = try? ListSequence(text: text) else { continue }
+                    let before = seq
+                    for e in seq.entries where e.shown && e.value == target.primaryKey { _ = seq.hide(e.id) }
+                    if seq != before { try saveList(sql, h.name, pk, p.name, seq) }
+                }
+            }
+        }
+    }
+
+    /// The primary key a link value names; nil for none.
+    static func linkKey(_ v: Value?) -> Value? {
+        switch v {
+        case nil, .null?: return nil
+        case .link(let l)?: return l.primaryKey
+        case .object(let d)? where d["$id"] != nil: return d["$id"]
+        case let other?: return other
+        }
+    }
+
     static func dropLists(_ sql: MetadataSQL, _ cls: String, _ pk: String) throws {
         try sql.execute("DELETE FROM _atoll_sync_lists WHERE class = ? AND pk = ?", [.string(cls), .string(pk)])
     }

@@ -688,13 +688,13 @@ public final class SyncSession: @unchecked Sendable {
                 try translateLocal(sql)
                 let pending = try pendingIndex()
                 let applier = Applier(store: store, sql: sql, pending: pending)
-                for (_, c) in instructions where c != .zero { clock.observe(c) }
+                for (ins, c) in instructions {
+                    if c != .zero { clock.observe(c) }
+                    for carried in ins.carriedClocks { clock.observe(carried) }
+                }
                 // What a bootstrap may evict: the objects the device held before it.
                 let held = bootstrap ? try heldObjects(sql) : [:]
-                try applier.applyAll(instructions)
-                for (ins, _) in instructions where ins.op == .upsert && applier.hasLinks(ins.className) {
-                    if let pk = applier.pkName(ins.className) { try? applier.links(ins, pk) }
-                }
+                try applier.applyDownload(instructions)
                 if bootstrap { try evictOutside(held, instructions, pending, sql) }
                 if try ClientTables.int(sql, "downloadCursor") < Int64(serverVersion) {
                     try ClientTables.set(sql, "downloadCursor", .int(Int64(serverVersion)))
@@ -728,6 +728,7 @@ public final class SyncSession: @unchecked Sendable {
             for pk in keys {
                 let id = ObjectID(cls, pk)
                 if keep.contains(id) || pending.touched.contains(id) { continue }
+                try ClientTables.hideLinks(sql, store.schema, to: id)
                 do { try store.delete(cls, primaryKey: pk) } catch let error as AtollError where error.code == .notFound { continue }
                 try ClientTables.dropLists(sql, cls, keyText(pk))
             }

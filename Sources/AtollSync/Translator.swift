@@ -38,6 +38,34 @@ struct Translator {
                 out.append(sync(.create))
             case .erase:
                 out.append(sync(.erase))
+                // The store dropped the links to it: the lists of links that held it lose those
+                // elements (their sequences hide them, and the erase of each travels, so that the
+                // elements do not come back with the object), and a link to it written earlier in
+                // this transaction is undone after the erase.
+                for (h, p) in store.schema.linkLists(to: ins.className) {
+                    var keys = Set(lists.keys.filter { $0.hasPrefix(h + "\u{0}") && $0.hasSuffix("\u{0}" + p) })
+                    for row in try sql.rows("SELECT pk FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(h), .string(p)]) {
+                        if case .string(let pk) = row[0] { keys.insert("\(h)\u{0}\(pk)\u{0}\(p)") }
+                    }
+                    for k in keys.sorted() {
+                        let parts = k.split(separator: "\u{0}", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+                        guard parts.count == 3, let holder = try? EJSON.parse(parts[1]) else { continue }
+                        guard var seq = try lists[k] ?? ClientTables.list(sql, h, parts[1], p) else { continue }
+                        var erased = false
+                        for e in seq.entries where e.shown && e.value == ins.primaryKey {
+                            _ = seq.erase(e.id)
+                            out.append(SyncInstruction(.listErase, h, holder, path: [.key(p)], element: e.id))
+                            erased = true
+                        }
+                        if erased { lists[k] = seq }
+                    }
+                }
+                for earlier in out where earlier.op == .set && earlier.path.count == 1 && earlier.objectID != ObjectID(ins.className, ins.primaryKey) {
+                    guard let p = earlier.property, store.schema.isLinks(earlier.className, p),
+                          ClientTables.linkKey(earlier.value) == ins.primaryKey,
+                          store.schema.classes.first(where: { $0.name == earlier.className })?[property: p]?.objectType == ins.className else { continue }
+                    out.append(SyncInstruction(.set, earlier.className, earlier.primaryKey, path: earlier.path, value: .null))
+                }
                 try ClientTables.dropLists(sql, ins.className, keyText(ins.primaryKey))
                 lists = lists.filter { !$0.key.hasPrefix("\(ins.className)\u{0}\(keyText(ins.primaryKey))\u{0}") }
             case .set:
@@ -53,10 +81,13 @@ struct Translator {
                 }
                 var seq = try sequence(ins, property)
                 let index = ins.index ?? 0
+                // Lists of links keep each element's object (to hide it if that object goes).
+                let isLinks = store.schema.isLinks(ins.className, property)
+                let kept = isLinks ? ClientTables.linkKey(ins.value) : nil
                 switch ins.op {
                 case .listInsert:
                     let before = index == 0 ? nil : seq.ids(around: index - 1).id
-                    _ = seq.insert(id, after: before, clock: stamp)
+                    _ = seq.insert(id, after: before, clock: stamp, value: kept)
                     out.append(SyncInstruction(.listInsert, ins.className, ins.primaryKey, path: ins.path, value: ins.value,
                                                element: id, after: before))
                 case .listErase:
@@ -65,14 +96,14 @@ struct Translator {
                     out.append(SyncInstruction(.listErase, ins.className, ins.primaryKey, path: ins.path, element: target))
                 case .listSet:
                     guard let target = seq.ids(around: index).id else { continue }
-                    _ = seq.set(target, clock: stamp)
+                    _ = seq.set(target, clock: stamp, value: kept)
                     out.append(SyncInstruction(.listSet, ins.className, ins.primaryKey, path: ins.path, value: ins.value, element: target))
                 case .listMove:
                     guard let target = seq.ids(around: index).id else { continue }
                     _ = seq.erase(target)
                     let to = ins.toIndex ?? 0
                     let before = to == 0 ? nil : seq.ids(around: to - 1).id
-                    _ = seq.insert(id, after: before, clock: stamp)
+                    _ = seq.insert(id, after: before, clock: stamp, value: kept)
                     out.append(SyncInstruction(.listErase, ins.className, ins.primaryKey, path: ins.path, element: target))
                     out.append(SyncInstruction(.listInsert, ins.className, ins.primaryKey, path: ins.path, value: ins.value ?? .null,
                                                element: id, after: before))
@@ -98,6 +129,23 @@ struct Translator {
             try ClientTables.saveList(sql, parts[0], parts[1], parts[2], seq)
         }
         guard !out.isEmpty else { return nil }
-        return SyncChangeset(clientVersion: entry.version, clock: stamp, instructions: out)
+        // Merged by clock alone, on the server and in this client's view of what it has pending.
+        return SyncChangeset(clientVersion: entry.version, clock: stamp, instructions: out).normalized()
+    }
+}
+
+extension Schema {
+    /// The lists of links to objects of a class: (holder class, property) pairs.
+    func linkLists(to className: String) -> [(String, String)] {
+        classes.filter { !$0.isEmbedded }.flatMap { h in
+            h.properties.filter { $0.isList && $0.type == .object && $0.objectType == className }.map { (h.name, $0.name) }
+        }
+    }
+
+    /// Whether a property of a class links to top-level objects (a link, or a collection of them).
+    func isLinks(_ className: String, _ property: String) -> Bool {
+        guard let p = classes.first(where: { $0.name == className })?[property: property], p.type == .object,
+              let target = classes.first(where: { $0.name == p.objectType }) else { return false }
+        return !target.isEmbedded
     }
 }

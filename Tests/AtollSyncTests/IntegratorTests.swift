@@ -21,7 +21,7 @@ final class IntegratorTests: XCTestCase {
         let json = try EJSON.load(Self.schemaJSON)
         defer { json_decref(json) }
         let store = try Store(Configuration(inMemory: true, schema: try SchemaJSON.schema(json)))
-        try ServerTables.create(store)
+        try ServerSyncTables.create(store)
         return store
     }
 
@@ -70,9 +70,12 @@ final class IntegratorTests: XCTestCase {
         let store = try makeStore()
         let first = try integrate(store, clock(10), [ins(.create), ins(.set, ["name"], .string("A"))])
         XCTAssertEqual(first.effects.map(\.op), [.create, .set])
-        // The same key created by another client: the creates merge, the later field write wins.
+        // The same key created by another client: the creates merge, the later field write wins;
+        // the object travels whole (a newer create gives every field it does not set its default).
         let second = try integrate(store, clock(12, 2), [ins(.create), ins(.set, ["name"], .string("B"))])
-        XCTAssertEqual(second.effects.map(\.op), [.set])
+        XCTAssertEqual(second.effects.map(\.op), [.upsert])
+        XCTAssertEqual(second.effects.first?.object?["name"], .string("B"))
+        XCTAssertEqual(second.corrections, [ObjectID("Task", key)])
         XCTAssertEqual(try task(store)?["name"], .string("B"))
         // A delete wins over a concurrent write that arrives after it (even with a later clock).
         try integrate(store, clock(20, 3), [ins(.erase)])
@@ -82,8 +85,27 @@ final class IntegratorTests: XCTestCase {
         // A create older than the erase stays out; a newer one brings the object back.
         XCTAssertTrue(try integrate(store, clock(15, 4), [ins(.create)]).effects.isEmpty)
         XCTAssertNil(try task(store))
-        XCTAssertEqual(try integrate(store, clock(30, 4), [ins(.create)]).effects.map(\.op), [.create])
-        XCTAssertEqual(try task(store)?["name"], .null)
+        // It comes back whole: writes kept with it while it was erased (the late name, newer than
+        // the erase) come back too.
+        let back = try integrate(store, clock(30, 4), [ins(.create)])
+        XCTAssertEqual(back.effects.map(\.op), [.upsert])
+        XCTAssertEqual(back.effects.first?.erasedAt, clock(20, 3))
+        XCTAssertEqual(try task(store)?["name"], .null, "the create at 30 is newer than the kept write at 25: its default wins")
+    }
+
+    func testWritesNewerThanAnEraseComeBackWithTheObject() throws {
+        let store = try makeStore()
+        try integrate(store, clock(10), [ins(.create), ins(.set, ["name"], .string("A"))])
+        try integrate(store, clock(20), [ins(.erase)])
+        // A write by a client that had not seen the erase, newer than it: kept with the object.
+        let kept = try integrate(store, clock(40, 2), [ins(.set, ["name"], .string("newer")), ins(.addInteger, ["count"], .int(3))])
+        XCTAssertTrue(kept.effects.isEmpty)
+        XCTAssertEqual(kept.corrections, [ObjectID("Task", key)])
+        XCTAssertNil(try task(store))
+        // A create older than the write brings the object back with it.
+        try integrate(store, clock(30, 3), [ins(.create)])
+        XCTAssertEqual(try task(store)?["name"], .string("newer"))
+        XCTAssertEqual(try task(store)?["count"], .int(3))
     }
 
     func testEraseOlderThanARevivingCreateIsDropped() throws {
@@ -91,8 +113,11 @@ final class IntegratorTests: XCTestCase {
         try integrate(store, clock(10), [ins(.create)])
         try integrate(store, clock(20), [ins(.erase)])
         try integrate(store, clock(30), [ins(.create)])
-        // An erase from a client that had not seen the re-create, older than it: dropped.
-        XCTAssertTrue(try integrate(store, clock(25, 2), [ins(.erase)]).effects.isEmpty)
+        // An erase from a client that had not seen the re-create, older than it: the object stays,
+        // and travels whole with the erase's clock (writes older than it are gone everywhere).
+        let late = try integrate(store, clock(25, 2), [ins(.erase)])
+        XCTAssertEqual(late.effects.map(\.op), [.upsert])
+        XCTAssertEqual(late.effects.first?.erasedAt, clock(25, 2))
         XCTAssertNotNil(try task(store))
     }
 
@@ -282,9 +307,6 @@ final class IntegratorTests: XCTestCase {
         let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]]
         for (nameA, insA) in a {
             for (nameB, insB) in b {
-                // Known limit (docs/protocol.md, "Limits"): an erase, an older-than-it revive and
-                // a newer write, when the write arrives before the erase, is lost by the erase.
-                if Set([nameA, nameB]) == ["erase", "create"] { continue }
                 var results = [Document?]()
                 for order in orders {
                     let store = try makeStore()

@@ -1,0 +1,225 @@
+import AtollJSON
+import AtollProtocol
+@testable import AtollServer
+import AtollStore
+@testable import AtollSync
+import Foundation
+
+/// One device's connection to the simulated server: the client end is a `SessionConnection` (what
+/// a `UserConnection` is to a real session), the server end a `SyncTransport` of a `SyncConnection`
+/// (what a WebSocket is to the real server). Nothing moves by itself: messages wait in two queues,
+/// and the session's work waits in a task list, until the scheduler says which goes next.
+///
+/// Everything runs on the test's thread, one step at a time.
+final class SimLink: SessionConnection, @unchecked Sendable {
+    let device: Int
+    /// The messages the client sent and the server has not read yet.
+    private(set) var up: [String] = []
+    /// What the server sent and the client has not read yet: a message, or the close that
+    /// followed it.
+    private(set) var down: [Down] = []
+    enum Down { case text(String), close(UInt16) }
+    /// The session's work not yet run (`async`), in order.
+    private(set) var tasks: [@Sendable () -> Void] = []
+    private(set) var sessions: [Int64: SyncSession] = [:]
+    private var nextNumber: Int64 = 0
+    /// The server's end while connected.
+    private(set) var serverEnd: SyncConnection?
+    private var peer: ServerPeer?
+    /// Errors the sessions reported (the app's error handler).
+    var errors: [SyncError] = []
+    /// The server's `retryAfter`, which a real connection waits out before it reconnects: the
+    /// simulation counts it as a number of connect steps refused.
+    private(set) var holdOff = 0
+
+    init(device: Int) { self.device = device }
+
+    /// ATOLL_SIM_VERBOSE=1 prints every message as it is read.
+    static let verbose = ProcessInfo.processInfo.environment["ATOLL_SIM_VERBOSE"] == "1"
+
+    var isConnected: Bool { serverEnd != nil }
+    var wantsConnection: Bool { sessions.values.contains { $0.state == .active } }
+
+    // MARK: - SessionConnection
+
+    func async(_ work: @escaping @Sendable () -> Void) { tasks.append(work) }
+
+    func sync<T>(_ work: () throws -> T) rethrows -> T { try work() }
+
+    func attach(_ session: SyncSession) {
+        guard !sessions.values.contains(where: { $0 === session }) else { return }
+        nextNumber += 1
+        session.number = nextNumber
+        sessions[nextNumber] = session
+        if isConnected { session.didConnect() } else { session.setConnectionState(.connecting) }
+    }
+
+    func detach(_ session: SyncSession) {
+        guard sessions[session.number] === session else { return }
+        if session.bound { send(.doc(["type": .string("unbind"), "session": .int(session.number)])) }
+        sessions[session.number] = nil
+        session.didDisconnect()
+        if sessions.isEmpty { disconnect(notifyServer: true) }
+    }
+
+    func rebind(_ session: SyncSession) {
+        guard sessions[session.number] === session else { return }
+        if session.bound { send(.doc(["type": .string("unbind"), "session": .int(session.number)])) }
+        sessions[session.number] = nil
+        session.didDisconnect()
+        attach(session)
+    }
+
+    /// A real connection drops and dials again at once; here the scheduler's connect step dials.
+    func reconnectNow() { disconnect(notifyServer: true) }
+
+    func send(_ value: Value) { send(text: Wire.encode(value)) }
+
+    func send(text: String) {
+        guard isConnected else { return }
+        up.append(text)
+    }
+
+    func stop() { disconnect(notifyServer: true) }
+
+    // MARK: - Scheduler's steps
+
+    /// Runs the oldest queued task; false when there is none.
+    @discardableResult
+    func runTask() -> Bool {
+        guard !tasks.isEmpty else { return false }
+        tasks.removeFirst()()
+        return true
+    }
+
+    /// Connects to `app` (as a new WebSocket would) and binds the active sessions; false when the
+    /// link is up already, nothing wants it, or the server's `retryAfter` still holds it back.
+    @discardableResult
+    func connect(to app: SyncApp, user: String) -> Bool {
+        guard !isConnected, wantsConnection else { return false }
+        if holdOff > 0 {
+            holdOff -= 1
+            return false
+        }
+        let peer = ServerPeer(link: self)
+        let end = SyncConnection(transport: peer, user: RuleUser(id: user), app: app)
+        app.connectionOpened(end)
+        self.peer = peer
+        serverEnd = end
+        for s in sessions.values.sorted(by: { $0.number < $1.number }) { s.didConnect() }
+        return true
+    }
+
+    /// Forgets the server's `retryAfter` (time enough has passed).
+    func clearHoldOff() { holdOff = 0 }
+
+    /// Cuts the connection: what is in flight either way is lost.
+    func disconnect(notifyServer: Bool) {
+        guard let end = serverEnd else { return }
+        serverEnd = nil
+        peer?.link = nil
+        peer = nil
+        up = []
+        down = []
+        if notifyServer { end.app.connectionClosed(end) }
+        for s in sessions.values { s.didDisconnect() }
+    }
+
+    /// The server reads the oldest message the client sent; false when there is none.
+    @discardableResult
+    func deliverUp() -> Bool {
+        guard let end = serverEnd, !up.isEmpty else { return false }
+        let text = up.removeFirst()
+        // A connection the server closed reads nothing more.
+        guard peer?.closed != true else { return true }
+        if Self.verbose { print("  d\(device) -> server: \(text)") }
+        end.app.queue.sync { end.receive(text) }
+        recordUpload(text, end)
+        return true
+    }
+
+    /// The client reads the oldest message the server sent (as `UserConnection` does); false when
+    /// there is none.
+    @discardableResult
+    func deliverDown() -> Bool {
+        guard !down.isEmpty else { return false }
+        switch down.removeFirst() {
+        case .close(let code):
+            disconnect(notifyServer: true)
+            if code != 1000 && code != 1001 {
+                for s in sessions.values { s.report(SyncError(.connectionFailed, "the connection closed (\(code))")) }
+            }
+        case .text(let text):
+            if Self.verbose { print("  server -> d\(device): \(text)") }
+            do {
+                let m = try Wire.decode(text)
+                if case .int(let seconds)? = m["retryAfter"], seconds > 0, (try? m.string("type")) == "error" {
+                    holdOff = max(holdOff, Int(min(seconds, 5)))
+                }
+                if case .int(let n)? = m["session"], let s = sessions[n] {
+                    s.handle(m)
+                } else if (try? m.string("type")) == "error" {
+                    let e = try SyncErrorMessage(wire: m)
+                    for s in sessions.values { s.report(SyncError(e.code, e.message)) }
+                }
+            } catch {
+                for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message that is not JSON: \(error)")) }
+            }
+        }
+        return true
+    }
+
+    /// Every changeset the server was sent, by client file and client version (the reference
+    /// model takes those the server acknowledged).
+    var uploads: UploadLog?
+
+    private func recordUpload(_ text: String, _ end: SyncConnection) {
+        guard let uploads, let m = try? Wire.decode(text), (try? m.string("type")) == "upload", let n = try? m.int("session"),
+              let file = end.app.queue.sync(execute: { end.app.sessions[ObjectIdentifier(end)]?[n]?.file }) else { return }
+        for item in (try? m.list("changesets")) ?? [] {
+            guard let cs = try? SyncChangeset(wire: item) else { continue }
+            uploads.add(file: file, cs, more: { if case .object(let d) = item { return d["more"] == .bool(true) } else { return false } }())
+        }
+    }
+
+    fileprivate func received(_ text: String) { down.append(.text(text)) }
+
+    fileprivate func closedByServer(_ code: UInt16) { down.append(.close(code)) }
+
+    /// The server's end of the link: what it sends waits in the client's queue.
+    final class ServerPeer: SyncTransport, @unchecked Sendable {
+        weak var link: SimLink?
+        private(set) var closed = false
+        init(link: SimLink) { self.link = link }
+        func send(_ text: String) throws {
+            guard !closed else { return }
+            link?.received(text)
+        }
+        func close(code: UInt16, reason: String) {
+            guard !closed else { return }
+            closed = true
+            link?.closedByServer(code)
+        }
+        var remoteAddress: String { "simulation" }
+    }
+}
+
+
+/// The changesets uploaded to the server, by client file and client version; a changeset sent in
+/// parts is put back together.
+final class UploadLog {
+    private(set) var changesets: [Int64: [UInt64: SyncChangeset]] = [:]
+    private var partial: [Int64: SyncChangeset] = [:]
+
+    func add(file: Int64, _ cs: SyncChangeset, more: Bool) {
+        var whole = cs
+        if let p = partial.removeValue(forKey: file), p.clientVersion == cs.clientVersion {
+            whole.instructions = p.instructions + cs.instructions
+        }
+        if more {
+            partial[file] = whole
+            return
+        }
+        if changesets[file]?[whole.clientVersion] == nil { changesets[file, default: [:]][whole.clientVersion] = whole }
+    }
+}
