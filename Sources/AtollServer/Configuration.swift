@@ -137,11 +137,12 @@ public struct ServerConfiguration: Sendable {
     /// leaves room for a hundred realms reconnecting at once.
     public var maxQueriesPerSecond = 100
     /// How far (seconds) a changeset's clock may be ahead of the server's wall clock; 0: no
-    /// limit. A clock far ahead would win every conflict until real time caught up, and every
-    /// device that heard of it would move its own clock there (SYNC.md, "Clocks"). Such an
-    /// upload gets `clockAhead` and the connection closes; the client retries after a backoff
-    /// and gets through once the server's time is near enough.
-    public var maxClockAheadSeconds = 3600
+    /// limit. A clock ahead wins every conflict until real time catches up, and every device
+    /// that hears of it moves its own clock there (docs/protocol.md, "Clocks"): the default, a
+    /// minute, is more than clocks kept by NTP drift apart and bounds how long a wrong one wins.
+    /// Such an upload gets `clockAhead` and the connection closes; the client retries after a
+    /// backoff and gets through once the server's time is near enough.
+    public var maxClockAheadSeconds = 60
     /// The admin console's key (`"admin": {"key": "..."}`); nil: the key in the data directory's
     /// `admin.key`, made on first start (docs/admin-api.md).
     public var adminKey: String?

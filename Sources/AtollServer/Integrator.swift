@@ -168,7 +168,7 @@ struct Integrator {
         var corrections: Set<ObjectID> = []
         var changed: Set<ObjectID> = []
         /// Objects the changeset does not name that changed with it (holders of links to an
-        /// object that was erased or came back), in order.
+        /// object that was erased or came back, objects a link now waits for), in order.
         var others: [ObjectID] = []
     }
 
@@ -219,9 +219,13 @@ struct Integrator {
             if let last = kept.last, last.upperBound == r.lowerBound { kept[kept.count - 1] = last.lowerBound..<r.upperBound } else { kept.append(r) }
         }
         let named = Set(changeset.instructions.objectIDs)
-        func note(_ result: (outcome: Outcome, holders: [ObjectID]), _ k: Int) {
+        func note(_ result: (outcome: Outcome, holders: [ObjectID], awaited: [ObjectID]), _ k: Int) {
+            for a in result.awaited where !named.contains(a) && !applied.changed.contains(a) {
+                applied.others.append(a)
+                applied.changed.insert(a)
+            }
             for h in result.holders {
-                if !named.contains(h), !applied.changed.contains(h) { applied.others.append(h) }
+                if !named.contains(h), !applied.others.contains(h) { applied.others.append(h) }
                 applied.whole.insert(h)
                 applied.corrections.insert(h)
                 applied.changed.insert(h)
@@ -304,13 +308,13 @@ struct Integrator {
 
     /// One instruction on its own savepoint; a failure refuses its object. Returns what it did,
     /// and the other objects it changed (holders of links to its object).
-    private func applyOne(_ ins: SyncInstruction, _ clock: Clock) throws -> (outcome: Outcome, holders: [ObjectID]) {
+    private func applyOne(_ ins: SyncInstruction, _ clock: Clock) throws -> (outcome: Outcome, holders: [ObjectID], awaited: [ObjectID]) {
         try store.withMetadata { try $0.execute("SAVEPOINT atoll_instruction") }
         do {
             let state = try ObjectState(store: store, ins.objectID)
             let outcome = try state.apply(ins, clock)
             try store.withMetadata { try $0.execute("RELEASE atoll_instruction") }
-            return (outcome, state.holders)
+            return (outcome, state.holders, state.awaitedObjects)
         } catch {
             try store.withMetadata { sql in
                 try sql.execute("ROLLBACK TO atoll_instruction")

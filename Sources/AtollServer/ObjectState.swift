@@ -30,6 +30,14 @@ final class ObjectState {
     /// Other objects the last instruction changed: holders of links to this object, hidden
     /// when it was erased or shown again when it came back.
     private(set) var holders: [ObjectID] = []
+    /// Objects whose metadata alone the last instruction changed: those a link now waits for.
+    private(set) var awaitedObjects: [ObjectID] = []
+
+    /// Keeps a link waiting for `target`.
+    private func wait(for target: ObjectID, _ d: ServerSyncTables.Dangling) throws {
+        try tables.addDangling(to: target, d)
+        awaitedObjects.append(target)
+    }
 
     /// - Throws: `.noSuchClass`, or `ProtocolError` for a class without a primary key.
     init(store: Store, _ id: ObjectID) throws {
@@ -134,7 +142,7 @@ final class ObjectState {
             }
             guard deleting else { return false }
             try tables.save(FieldRow(path: p.name, clock: written, present: true, value: key), cls, pk)
-            try tables.addDangling(to: target.id, .init(holder: id, path: p.name, element: nil, clock: written))
+            try wait(for: target.id, .init(holder: id, path: p.name, element: nil, clock: written))
             return true
         }
         let current = try store.value(cls, primaryKey: id.primaryKey, property: p.name)
@@ -146,7 +154,7 @@ final class ObjectState {
             changed = true
             if !deleting { try store.listErase(cls, primaryKey: id.primaryKey, property: p.name, at: index) }
             if deleting, e.valueClock >= clock {
-                try tables.addDangling(to: target.id, .init(holder: id, path: p.name, element: e.id, clock: e.valueClock))
+                try wait(for: target.id, .init(holder: id, path: p.name, element: e.id, clock: e.valueClock))
             }
         }
         try tables.save(seq, cls, pk, p.name)
@@ -454,7 +462,7 @@ final class ObjectState {
             if let target = linkTarget(p), let key = Self.linkKey(value), try !shows(target, key, at: top) {
                 if try mayShow(target, key, at: top) {
                     try tables.save(FieldRow(path: p.name, clock: top, present: true, value: key), cls, pk)
-                    try tables.addDangling(to: ObjectID(target.name, key), .init(holder: id, path: p.name, element: nil, clock: top))
+                    try wait(for: ObjectID(target.name, key), .init(holder: id, path: p.name, element: nil, clock: top))
                 }
                 continue
             }
@@ -474,7 +482,7 @@ final class ObjectState {
                     guard let key = e.value.flatMap(Self.linkKey), try !shows(target, key, at: e.valueClock) else { continue }
                     _ = seq.hide(e.id)
                     if try mayShow(target, key, at: e.valueClock) {
-                        try tables.addDangling(to: ObjectID(target.name, key), .init(holder: id, path: p.name, element: e.id, clock: e.valueClock))
+                        try wait(for: ObjectID(target.name, key), .init(holder: id, path: p.name, element: e.id, clock: e.valueClock))
                     }
                 }
             }
@@ -529,7 +537,7 @@ final class ObjectState {
             try write(p.name, .null)
             try tables.save(FieldRow(path: key, clock: clock, present: true, value: linked), cls, pk)
             if try mayShow(target, linked, at: clock) {
-                try tables.addDangling(to: ObjectID(target.name, linked), .init(holder: id, path: p.name, element: nil, clock: clock))
+                try wait(for: ObjectID(target.name, linked), .init(holder: id, path: p.name, element: nil, clock: clock))
             }
             return .whole
         }
@@ -616,7 +624,7 @@ final class ObjectState {
                 let index = seq.insert(e, after: ins.after, clock: clock, value: linked, hidden: hidden)
                 if let index, live { try store.listInsert(cls, primaryKey: id.primaryKey, property: p.name, linked, at: index) }
                 if hidden, seq.entry(e)?.alive == true, try mayShow(target, linked, at: clock) {
-                    try tables.addDangling(to: ObjectID(target.name, linked), .init(holder: id, path: p.name, element: e, clock: clock))
+                    try wait(for: ObjectID(target.name, linked), .init(holder: id, path: p.name, element: e, clock: clock))
                 }
                 try tables.save(seq, cls, pk, p.name)
                 return !live ? .hidden : hidden ? .whole : .plain
@@ -648,7 +656,7 @@ final class ObjectState {
                 if hidden {
                     _ = seq.hide(e)
                     if linked != .null, try mayShow(target, linked, at: clock) {
-                        try tables.addDangling(to: ObjectID(target.name, linked), .init(holder: id, path: p.name, element: e, clock: clock))
+                        try wait(for: ObjectID(target.name, linked), .init(holder: id, path: p.name, element: e, clock: clock))
                     }
                 } else if let at = seq.show(e) ?? (wasAt != nil ? seq.liveIDs.firstIndex(of: e) : nil), live {
                     try store.listInsert(cls, primaryKey: id.primaryKey, property: p.name, linked, at: at)

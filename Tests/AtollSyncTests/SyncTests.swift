@@ -536,7 +536,7 @@ final class ServerLimitConfigurationTests: XCTestCase {
         let file = NSTemporaryDirectory() + "atoll-limits-\(UUID().uuidString).json"
         defer { try? FileManager.default.removeItem(atPath: file) }
         let defaults = ServerConfiguration()
-        XCTAssertEqual([defaults.maxClockAheadSeconds, defaults.maxQueriesPerSecond, defaults.maxUploadsPerSecond], [3600, 100, 1000])
+        XCTAssertEqual([defaults.maxClockAheadSeconds, defaults.maxQueriesPerSecond, defaults.maxUploadsPerSecond], [60, 100, 1000])
         let cases: [(key: String, good: [(String, Int)], bad: [String], read: (ServerConfiguration) -> Int)] = [
             ("maxClockAheadSeconds", [("0", 0), ("5", 5), ("315360000", 315_360_000)], ["-1", "315360001", "\"1h\"", "1.5"], \.maxClockAheadSeconds),
             ("maxQueriesPerSecond", [("0", 0), ("7", 7)], ["-1", "\"7\"", "2.5", "null"], \.maxQueriesPerSecond),

@@ -18,7 +18,7 @@ struct CachedObject {
     var metaText: String
 
     /// The metadata tables that hold rows per object; each begins with `class, pk`.
-    static let metadataTables = ["_atoll_sync_objects", "_atoll_sync_fields", "_atoll_sync_lists", "_atoll_sync_adds"]
+    static let metadataTables = ["_atoll_sync_objects", "_atoll_sync_fields", "_atoll_sync_lists", "_atoll_sync_adds", "_atoll_sync_dangling"]
 
     /// The object as `store` has it now (inside its open write transaction too).
     init(_ id: ObjectID, from store: Store) throws {

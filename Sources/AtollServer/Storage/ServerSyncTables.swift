@@ -65,13 +65,14 @@ struct ServerSyncTables {
             clock TEXT NOT NULL, delta INTEGER NOT NULL) STRICT
         """,
         "CREATE INDEX IF NOT EXISTS _atoll_sync_adds_field ON _atoll_sync_adds (class, pk, path)",
-        // Links to an object that does not exist, written after its last erase: they show when
-        // it is created again. `holder` is the linking object's primary key as JSON; `element`
-        // names the list element ('' for a to-one link).
+        // Links to an object (`class`, `pk`) that does not exist, written after its last erase:
+        // they show when it is created again. `holder` is the linking object's primary key as
+        // JSON; `element` names the list element ('' for a to-one link). Rows of the object
+        // linked to, like the tables above (a shared storage copies them with it).
         """
-        CREATE TABLE IF NOT EXISTS _atoll_sync_dangling (target_class TEXT NOT NULL, target_pk TEXT NOT NULL, class TEXT NOT NULL,
+        CREATE TABLE IF NOT EXISTS _atoll_sync_dangling (class TEXT NOT NULL, pk TEXT NOT NULL, holder_class TEXT NOT NULL,
             holder TEXT NOT NULL, path TEXT NOT NULL, element TEXT NOT NULL, clock TEXT NOT NULL,
-            PRIMARY KEY (target_class, target_pk, class, holder, path, element)) STRICT, WITHOUT ROWID
+            PRIMARY KEY (class, pk, holder_class, holder, path, element)) STRICT, WITHOUT ROWID
         """,
     ]
 
@@ -233,9 +234,9 @@ struct ServerSyncTables {
     func takeDangling(to target: ObjectID) throws -> [Dangling] {
         try store.withMetadata { sql in
             let args: [Value] = [.string(target.className), .string(keyText(target.primaryKey))]
-            let rows = try sql.rows("SELECT class, holder, path, element, clock FROM _atoll_sync_dangling WHERE target_class = ? AND target_pk = ?", args)
+            let rows = try sql.rows("SELECT holder_class, holder, path, element, clock FROM _atoll_sync_dangling WHERE class = ? AND pk = ?", args)
             guard !rows.isEmpty else { return [] }
-            try sql.execute("DELETE FROM _atoll_sync_dangling WHERE target_class = ? AND target_pk = ?", args)
+            try sql.execute("DELETE FROM _atoll_sync_dangling WHERE class = ? AND pk = ?", args)
             return rows.compactMap { row in
                 guard case .string(let cls) = row[0], case .string(let holder) = row[1], let key = try? EJSON.parse(holder),
                       case .string(let path) = row[2], case .string(let element) = row[3], let clock = row[4].stringValue.flatMap({ Clock(text: $0) })
@@ -249,10 +250,10 @@ struct ServerSyncTables {
     func awaited(_ cls: String, among keys: [String]) throws -> Set<String> {
         var out = Set<String>()
         try store.withMetadata { sql in
-            guard try sql.rows("SELECT 1 FROM _atoll_sync_dangling WHERE target_class = ? LIMIT 1", [.string(cls)]).first != nil else { return }
+            guard try sql.rows("SELECT 1 FROM _atoll_sync_dangling WHERE class = ? LIMIT 1", [.string(cls)]).first != nil else { return }
             for start in stride(from: 0, to: keys.count, by: SQLPlaces.most) {
                 let part = keys[start..<min(start + SQLPlaces.most, keys.count)]
-                for row in try sql.rows("SELECT target_pk FROM _atoll_sync_dangling WHERE target_class = ? AND target_pk IN (\(SQLPlaces.list(for: part.count)))",
+                for row in try sql.rows("SELECT pk FROM _atoll_sync_dangling WHERE class = ? AND pk IN (\(SQLPlaces.list(for: part.count)))",
                                         [.string(cls)] + part.map { .string($0) }) {
                     if case .string(let pk) = row[0] { out.insert(pk) }
                 }

@@ -28,9 +28,11 @@ final class SimLink: SessionConnection, @unchecked Sendable {
     private var peer: ServerPeer?
     /// Errors the sessions reported (the app's error handler).
     var errors: [SyncError] = []
-    /// The server's `retryAfter`, which a real connection waits out before it reconnects: the
-    /// simulation counts it as a number of connect steps refused.
-    private(set) var holdOff = 0
+    /// The server's `retryAfter` (seconds), which a real connection waits out before it
+    /// reconnects: no connect before this simulated time (milliseconds).
+    private(set) var notBefore: Int64 = 0
+    /// The simulated wall clock.
+    var now: () -> Int64 = { 0 }
 
     init(device: Int) { self.device = device }
 
@@ -96,11 +98,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
     /// link is up already, nothing wants it, or the server's `retryAfter` still holds it back.
     @discardableResult
     func connect(to app: SyncApp, user: String) -> Bool {
-        guard !isConnected, wantsConnection else { return false }
-        if holdOff > 0 {
-            holdOff -= 1
-            return false
-        }
+        guard !isConnected, wantsConnection, now() >= notBefore else { return false }
         let peer = ServerPeer(link: self)
         let end = SyncConnection(transport: peer, user: RuleUser(id: user), app: app)
         app.connectionOpened(end)
@@ -110,8 +108,6 @@ final class SimLink: SessionConnection, @unchecked Sendable {
         return true
     }
 
-    /// Forgets the server's `retryAfter` (time enough has passed).
-    func clearHoldOff() { holdOff = 0 }
 
     /// Cuts the connection: what is in flight either way is lost.
     func disconnect(notifyServer: Bool) {
@@ -154,7 +150,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
             do {
                 let m = try Wire.decode(text)
                 if case .int(let seconds)? = m["retryAfter"], seconds > 0, (try? m.string("type")) == "error" {
-                    holdOff = max(holdOff, Int(min(seconds, 5)))
+                    notBefore = max(notBefore, now() + min(seconds, Int64(UserConnection.longestHoldOff)) * 1000)
                 }
                 if case .int(let n)? = m["session"], let s = sessions[n] {
                     s.handle(m)

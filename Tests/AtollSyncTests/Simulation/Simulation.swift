@@ -132,6 +132,7 @@ final class Simulation {
         for d in 0..<configuration.devices {
             devices.append(try SimDevice(index: d, user: "user\(d % max(1, configuration.users))", directory: directory, time: time))
             devices[d].link.uploads = uploads
+            devices[d].link.now = { [time] in time.now }
         }
     }
 
@@ -139,6 +140,8 @@ final class Simulation {
         let app = try SyncApp(configuration: AtollServer.AppConfiguration(json: try EJSON.parse(appJSON)), directory: directory,
                               log: Logger(level: .error), metrics: Metrics())
         app.now = { time.now }
+        // A device's clock may run a minute ahead of the server's (its default).
+        app.limits.maxClockAheadMilliseconds = 60_000
         return app
     }
 
@@ -187,7 +190,10 @@ final class Simulation {
                 moved = false
                 for d in devices {
                     while d.link.runTask() { moved = true }
-                    d.link.clearHoldOff()
+                    // A device the server told to wait: time passes until it may connect.
+                    if !d.link.isConnected, d.link.wantsConnection, d.link.notBefore > time.now {
+                        time.advance(by: d.link.notBefore - time.now)
+                    }
                     if d.link.connect(to: server, user: d.userID) { moved = true }
                     d.session.processLocal()
                     while d.link.deliverUp() { moved = true }
@@ -226,7 +232,12 @@ final class Simulation {
             case ..<0.96: steps.append(.pause(d))
             case ..<0.98: steps.append(.resume(d))
             case ..<0.99: if c.restarts { steps.append(.restart) }
-            default: if c.clockJumps { steps.append(.clock(d, Int64.random(in: -2_000...2_000, using: &r))) }
+            default:
+                // Mostly small jumps; sometimes one past the server's limit (a minute), either way.
+                if c.clockJumps {
+                    let big = Int.random(in: 0..<4, using: &r) == 0
+                    steps.append(.clock(d, big ? Int64.random(in: -180_000...180_000, using: &r) : Int64.random(in: -2_000...2_000, using: &r)))
+                }
             }
         }
         return steps

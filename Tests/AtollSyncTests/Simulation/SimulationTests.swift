@@ -22,7 +22,7 @@ final class SimulationTests: XCTestCase {
                                                 "embedded": .embedded, "links": .links]
             if let k = kinds[String(name)] { configuration.features.remove(k) }
         }
-        let directory = URL(fileURLWithPath: temporaryRealmPath()).deletingLastPathComponent().path
+        let directory = simulationDirectory()
         var failed = 0
         let started = Date()
         for seed in first..<first + UInt64(count) {
@@ -58,7 +58,7 @@ final class SimulationRegressionTests: XCTestCase {
         var configuration = SimConfiguration()
         configuration.devices = devices
         configuration.users = users
-        let directory = URL(fileURLWithPath: temporaryRealmPath()).deletingLastPathComponent().path
+        let directory = simulationDirectory()
         let failures = try SimRunner.run(steps, configuration, directory: directory + "/run")
         XCTAssertEqual(failures, [], "\n" + failures.joined(separator: "\n"), file: file, line: line)
     }
@@ -142,6 +142,22 @@ final class SimulationRegressionTests: XCTestCase {
             .write(0, [.create(key: 2, text: "d0-13", n: 13, tags: ["t0", "u1"])]),
             .write(1, [.listInsert(key: 2, at: 1, "d1-23")]),
         ])
+    }
+}
+
+extension XCTestCase {
+    /// Where a simulation keeps its files: in memory (/dev/shm) where the machine has it, since a
+    /// schedule commits thousands of small transactions and the disk's syncs would be most of its
+    /// time; else a temporary directory. Removed when the test ends.
+    func simulationDirectory() -> String {
+        let shm = "/dev/shm"
+        guard FileManager.default.isWritableFile(atPath: shm) else {
+            return URL(fileURLWithPath: temporaryRealmPath()).deletingLastPathComponent().path
+        }
+        let directory = shm + "/atoll-sim-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: directory) }
+        return directory
     }
 }
 
