@@ -89,14 +89,17 @@ public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
     /// Seconds after which trying again can succeed (`clockAhead`, `tooManyMessages`); the
     /// client waits at least that long before it reconnects.
     public var retryAfter: Int64?
+    /// `writeRejected`: the client version of the changeset whose writes were refused.
+    public var clientVersion: UInt64?
 
     public init(_ code: SyncErrorCode, _ message: String, session: Int64? = nil, compensatingWrites: [CompensatingWrite] = [],
-                retryAfter: Int64? = nil) {
+                retryAfter: Int64? = nil, clientVersion: UInt64? = nil) {
         self.code = code
         self.message = message
         self.session = session
         self.compensatingWrites = compensatingWrites
         self.retryAfter = retryAfter
+        self.clientVersion = clientVersion
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
@@ -112,6 +115,7 @@ public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
         d["action"] = .string(code.action)
         if !compensatingWrites.isEmpty { d["compensatingWrites"] = .list(compensatingWrites.map(\.wireValue)) }
         if let retryAfter { d["retryAfter"] = .int(retryAfter) }
+        if let clientVersion { d["clientVersion"] = .int(Int64(clientVersion)) }
         return .object(d)
     }
 
@@ -121,6 +125,7 @@ public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
         message = (try? f.string("message")) ?? name
         session = try? f.int("session")
         retryAfter = try? f.int("retryAfter")
+        clientVersion = try? f.uint("clientVersion")
         compensatingWrites = try f.list("compensatingWrites").map { v in
             let c = try Fields(v, "compensating write")
             return CompensatingWrite(className: try c.string("class"), primaryKey: c.document["primaryKey"] ?? .null,

@@ -194,24 +194,25 @@ final class ObjectState {
         case .upsert, .evict: throw ProtocolError("\(ins.op.rawValue) is sent by the server only")
         default: break
         }
-        // A write to an object this server never had (nothing a client can have seen) is dropped;
-        // one older than the object's newest erase is gone. An object made before sync knew it
-        // has no record: its values are older than every write.
-        // (A list insert older than the erase still counts: it is dead, but later inserts may
-        // name it as their neighbour.)
-        guard let record = record ?? (live ? ObjectRecord(base: .zero, newest: .zero, erased: nil) : nil),
-              record.outlives(clock) || ins.op == .listInsert else { return .none }
+        // A write older than the object's newest erase is gone (a list insert older than the
+        // erase still counts: it is dead, but later inserts may name it as their neighbour). An
+        // object made before sync knew it has no record: its values are older than every write.
+        // A write to an object this server does not have yet (its create was refused, or comes
+        // later) is kept, as with an erased object, for when it is created.
+        if record == nil, !live { try tables.save(ObjectRecord(base: .zero, newest: .zero, erased: nil), cls, pk) }
+        let r = record ?? ObjectRecord(base: .zero, newest: .zero, erased: nil)
+        guard r.outlives(clock) || ins.op == .listInsert else { return .none }
         guard let property = ins.property else { throw ProtocolError("\(ins.op.rawValue) needs a path") }
         guard let p = schema[property: property], !p.isComputed, property != pkName else {
             if property == pkName { throw ProtocolError("the primary key '\(pkName)' cannot be set") }
             throw AtollError(.noSuchProperty, "'\(cls)' has no property '\(property)'")
         }
         switch ins.op {
-        case .set: return try set(ins, p, clock, record, live: live)
-        case .addInteger: return try add(ins, p, clock, record, live: live)
-        case .listInsert, .listErase, .listSet, .listClear: return try list(ins, p, clock, record, live: live)
+        case .set: return try set(ins, p, clock, r, live: live)
+        case .addInteger: return try add(ins, p, clock, r, live: live)
+        case .listInsert, .listErase, .listSet, .listClear: return try list(ins, p, clock, r, live: live)
         case .setInsert, .setErase, .setClear, .dictionarySet, .dictionaryErase, .dictionaryClear:
-            return try member(ins, p, clock, record, live: live)
+            return try member(ins, p, clock, r, live: live)
         default: return .none
         }
     }

@@ -632,15 +632,26 @@ package final class SyncApp: @unchecked Sendable {
         }
         var texts = [String]()
         var metas = [String: ObjectMetadata]()
+        var upserted = [ObjectID]()
+        s.inView = held
         for id in touched {
             let key = keyText(id.primaryKey)
             if held[id.className]?.contains(key) == true, let doc = try store.object(id.className, primaryKey: id.primaryKey) {
                 let meta = try metas[id.className] ?? ObjectMetadata.load(store, className: id.className)
                 metas[id.className] = meta
                 texts.append(Wire.encode(meta.upsert(id.className, id.primaryKey, key, doc).wireValue))
+                upserted.append(id)
             } else {
                 texts.append(Wire.encode(SyncInstruction(.evict, id.className, id.primaryKey).wireValue))
             }
+        }
+        // What the client holds that links to what it is sent (its links read as none while
+        // those were missing).
+        let sent = Set(touched)
+        for h in try linkHolders(s, of: upserted) where !sent.contains(h) {
+            guard let doc = try store.object(h.className, primaryKey: h.primaryKey) else { continue }
+            let key = keyText(h.primaryKey)
+            texts.append(Wire.encode(try ObjectMetadata.load(store, className: h.className, key: key).upsert(h.className, h.primaryKey, key, doc).wireValue))
         }
         // Split into messages; only the last moves the client's cursor to the latest version.
         var batches = [[String]]()
@@ -762,7 +773,7 @@ package final class SyncApp: @unchecked Sendable {
             }
             if !result.rejected.isEmpty {
                 metrics.update { $0.rejectedWrites += result.rejected.count }
-                try compensate(s, result.rejected)
+                try compensate(s, result.rejected, clientVersion: cs.clientVersion)
             }
             if !result.effects.isEmpty || !result.corrections.isEmpty {
                 try fanOut(effects, version: version, clock: cs.clock, origin: s, corrections: result.corrections)
@@ -836,13 +847,14 @@ package final class SyncApp: @unchecked Sendable {
     }
 
     /// Tells the client which writes were refused, and sends it the server's state of them.
-    private func compensate(_ s: Session, _ rejected: [CompensatingWrite]) throws {
+    private func compensate(_ s: Session, _ rejected: [CompensatingWrite], clientVersion: UInt64) throws {
         let error = SyncErrorMessage(.writeRejected, "\(rejected.count) write(s) refused: " + (rejected.first?.reason ?? ""),
-                                     session: s.number, compensatingWrites: rejected)
+                                     session: s.number, compensatingWrites: rejected, clientVersion: clientVersion)
         metrics.error(error.code.rawValue)
         recentErrors.add(error, user: s.user.id)
         s.connection.send(error.wireValue)
         var texts = [String]()
+        var restored = [ObjectID]()
         for r in rejected {
             let key = keyText(r.primaryKey)
             if let view = s.views[r.className], let doc = try storedObject(r.className, r.primaryKey),
@@ -850,12 +862,43 @@ package final class SyncApp: @unchecked Sendable {
                 let meta = try ObjectMetadata.load(store, className: r.className, key: key)
                 texts.append(Wire.encode(meta.upsert(r.className, r.primaryKey, key, doc).wireValue))
                 s.inView[r.className, default: []].insert(key)
+                restored.append(ObjectID(r.className, r.primaryKey))
             } else {
                 texts.append(Wire.encode(SyncInstruction(.evict, r.className, r.primaryKey).wireValue))
                 s.inView[r.className]?.remove(key)
             }
         }
+        // The refused writes may have deleted these objects on the device, and its links to them.
+        let refused = Set(rejected.map { ObjectID($0.className, $0.primaryKey) })
+        for h in try linkHolders(s, of: restored) where !refused.contains(h) {
+            guard let doc = try store.object(h.className, primaryKey: h.primaryKey) else { continue }
+            let key = keyText(h.primaryKey)
+            texts.append(Wire.encode(try ObjectMetadata.load(store, className: h.className, key: key).upsert(h.className, h.primaryKey, key, doc).wireValue))
+        }
         send(s, serverVersion: s.downloadCursor, clock: .zero, instructions: texts)
+    }
+
+    /// The objects the session holds that link to any of `targets` (a link, or a list of links):
+    /// those to send again when the targets come (back) to the device.
+    func linkHolders(_ s: Session, of targets: [ObjectID]) throws -> [ObjectID] {
+        var out = [ObjectID]()
+        var seen = Set(targets)
+        for (cls, keys) in targets.keysByClass {
+            guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { continue }
+            for h in schema.classes where !h.isEmbedded && h.primaryKey != nil && s.views[h.name] != nil {
+                let held = s.inView[h.name] ?? []
+                guard !held.isEmpty else { continue }
+                for p in h.properties where p.type == .object && p.objectType == cls && (p.collection == .single || p.isList) {
+                    let path = "\(p.name).\(pkName)"
+                    let query = p.collection == .single ? "\(path) IN $0" : "ANY \(path) IN $0"
+                    for key in try store.objects(h.name, where: query, [.list(keys)]).primaryKeyValues() where held.contains(keyText(key)) {
+                        let id = ObjectID(h.name, key)
+                        if seen.insert(id).inserted { out.append(id) }
+                    }
+                }
+            }
+        }
+        return out
     }
 
     /// The object a refused write named, as stored; nil when there is none, also when the key
@@ -911,6 +954,9 @@ package final class SyncApp: @unchecked Sendable {
             var whole = 0
             // The origin's objects that are gone, each told at its erase's clock.
             var gone = [ObjectID]()
+            // Objects the session is sent whole that it may not have had: what it holds that
+            // links to them comes too (its links to them read as none while they were missing).
+            var entered = [ObjectID]()
             // The session's view of a class, which touched objects of the class exist, which it
             // holds and which it may see (all that exist, for a view of the whole class): looked
             // up once for each run of a class's objects, the held objects taken out of the
@@ -963,6 +1009,7 @@ package final class SyncApp: @unchecked Sendable {
                             if correct.contains(id) || (!held.contains(key) && !effects.createdObject(at: index)),
                                let text = try upsertText(cls, id, key) {
                                 out.append(.text(text))
+                                entered.append(id)
                             }
                             held.insert(key)
                         } else if held.contains(key) {
@@ -977,6 +1024,7 @@ package final class SyncApp: @unchecked Sendable {
                         } else if let text = try upsertText(cls, id, key) {
                             out.append(.text(text))
                             held.insert(key)
+                            entered.append(id)
                         }
                     } else if held.remove(key) != nil || (isOrigin && correct.contains(id)) {
                         out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
@@ -998,7 +1046,10 @@ package final class SyncApp: @unchecked Sendable {
                         continue
                     }
                     if try view.text == "TRUEPREDICATE" || matching(cls, view, among: [id.primaryKey]).contains(key) {
-                        if let text = try upsertText(cls, id, key) { out.append(.text(text)) }
+                        if let text = try upsertText(cls, id, key) {
+                            out.append(.text(text))
+                            entered.append(id)
+                        }
                         held.insert(key)
                     } else {
                         held.remove(key)
@@ -1006,6 +1057,10 @@ package final class SyncApp: @unchecked Sendable {
                     }
                 }
                 try tellGone(s, gone, version: version)
+            }
+            let named = Set(order)
+            for h in try linkHolders(s, of: entered) where !named.contains(h) {
+                if let text = try upsertText(h.className, h, keyText(h.primaryKey)) { out.append(.text(text)) }
             }
             guard !out.isEmpty else { continue }
             let everything = whole == order.count && !order.isEmpty

@@ -45,6 +45,21 @@ enum SimOracle {
         }
     }
 
+    /// The server's objects a device with `view` holds, as it holds them: links to objects
+    /// outside the view read as none.
+    static func view(_ view: SimView, of store: Store) throws -> [String: Value] {
+        var keys = Set<String>()
+        for key in try store.objects("Item", where: view.query).primaryKeyValues() { if case .string(let k) = key { keys.insert(k) } }
+        var out = [String: Value]()
+        for (key, value) in try snapshot(store) where keys.contains(key) {
+            guard case .object(var d) = value else { continue }
+            if case .string(let target)? = d["ref"], !keys.contains(target) { d["ref"] = .null }
+            if case .list(let refs)? = d["refs"] { d["refs"] = .list(refs.filter { if case .string(let t) = $0 { keys.contains(t) } else { false } }) }
+            out[key] = .object(d)
+        }
+        return out
+    }
+
     /// What differs between two snapshots, one line per object.
     static func differences(_ a: [String: Value], _ b: [String: Value], _ nameA: String, _ nameB: String) -> [String] {
         var out = [String]()
@@ -81,7 +96,8 @@ enum SimOracle {
         for d in sim.devices {
             _ = try d.store.refresh()
             let local = try snapshot(d.store)
-            failures += differences(local, server, "d\(d.index)", "server")
+            let seen = try sim.server.queue.sync { try view(d.view, of: sim.server.store) }
+            failures += differences(local, seen, "d\(d.index)", "server (d\(d.index)'s view)")
         }
         let replayed = try replay(sim.server, into: scratch + "/replay-\(UUID().uuidString).realm")
         failures += differences(replayed, server, "replay", "server")
@@ -93,12 +109,19 @@ enum SimOracle {
     /// file's upload cursor.
     static func model(_ sim: Simulation) throws -> SimModel {
         let cursors = try sim.server.queue.sync {
-            try sim.server.store.withMetadata { sql in try sql.rows("SELECT ident, upload_cursor FROM _atoll_sync_files") }
+            try sim.server.store.withMetadata { sql in try sql.rows("SELECT ident, salt, upload_cursor FROM _atoll_sync_files") }
         }
         var model = SimModel(schema: SimSchema.schema, className: "Item")
         for row in cursors {
-            guard case .int(let file) = row[0], case .int(let cursor) = row[1] else { continue }
-            for (version, cs) in sim.uploads.changesets[file] ?? [:] where version <= UInt64(cursor) { model.add(cs) }
+            guard case .int(let ident) = row[0], case .int(let salt) = row[1], case .int(let cursor) = row[2] else { continue }
+            let file = "\(ident):\(salt)"
+            for (version, cs) in sim.uploads.changesets[file] ?? [:] where version <= UInt64(cursor) {
+                // Writes the server refused are not part of its state.
+                let refused = sim.uploads.refused[file]?[version] ?? []
+                var kept = cs
+                if !refused.isEmpty { kept.instructions = cs.instructions.filter { !refused.contains($0.objectID) } }
+                model.add(kept)
+            }
         }
         return model
     }

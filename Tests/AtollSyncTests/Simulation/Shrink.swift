@@ -68,9 +68,9 @@ extension SimStep {
     var device: Int? {
         switch self {
         case .write(let d, _), .run(let d), .up(let d), .down(let d), .cut(let d), .connect(let d), .pause(let d), .resume(let d),
-             .clock(let d, _):
+             .clock(let d, _), .subscribe(let d, _):
             return d
-        case .restart: return nil
+        case .restart, .backup, .restore: return nil
         }
     }
 }

@@ -129,8 +129,10 @@ final class SimLink: SessionConnection, @unchecked Sendable {
         // A connection the server closed reads nothing more.
         guard peer?.closed != true else { return true }
         if Self.verbose { print("  d\(device) -> server: \(text)") }
+        let before = down.count
         end.app.queue.sync { end.receive(text) }
         recordUpload(text, end)
+        recordRefusals(down[before...], end)
         return true
     }
 
@@ -171,10 +173,29 @@ final class SimLink: SessionConnection, @unchecked Sendable {
 
     private func recordUpload(_ text: String, _ end: SyncConnection) {
         guard let uploads, let m = try? Wire.decode(text), (try? m.string("type")) == "upload", let n = try? m.int("session"),
-              let file = end.app.queue.sync(execute: { end.app.sessions[ObjectIdentifier(end)]?[n]?.file }) else { return }
+              let file = fileKey(n, end) else { return }
         for item in (try? m.list("changesets")) ?? [] {
             guard let cs = try? SyncChangeset(wire: item) else { continue }
             uploads.add(file: file, cs, more: { if case .object(let d) = item { return d["more"] == .bool(true) } else { return false } }())
+        }
+    }
+
+    /// Notes the writes the server refused (`writeRejected`), by client file and version.
+    private func recordRefusals(_ replies: ArraySlice<Down>, _ end: SyncConnection) {
+        guard let uploads else { return }
+        for case .text(let text) in replies {
+            guard text.contains("writeRejected"), let m = try? Wire.decode(text), (try? m.string("type")) == "error",
+                  let e = try? SyncErrorMessage(wire: m), e.code == .writeRejected, let version = e.clientVersion, let n = e.session,
+                  let file = fileKey(n, end) else { continue }
+            uploads.refuse(file: file, version: version, e.compensatingWrites.map { ObjectID($0.className, $0.primaryKey) })
+        }
+    }
+
+    /// The client file of a session of the server's end, as "ident:salt".
+    private func fileKey(_ session: Int64, _ end: SyncConnection) -> String? {
+        end.app.queue.sync {
+            guard let ident = end.app.sessions[ObjectIdentifier(end)]?[session]?.file, let f = try? end.app.storage.file(ident) else { return nil }
+            return "\(ident):\(f.salt)"
         }
     }
 
@@ -204,10 +225,18 @@ final class SimLink: SessionConnection, @unchecked Sendable {
 /// The changesets uploaded to the server, by client file and client version; a changeset sent in
 /// parts is put back together.
 final class UploadLog {
-    private(set) var changesets: [Int64: [UInt64: SyncChangeset]] = [:]
-    private var partial: [Int64: SyncChangeset] = [:]
+    /// By client file ("ident:salt": a server restored from a backup hands out idents again).
+    private(set) var changesets: [String: [UInt64: SyncChangeset]] = [:]
+    private var partial: [String: SyncChangeset] = [:]
 
-    func add(file: Int64, _ cs: SyncChangeset, more: Bool) {
+    /// The objects whose writes the server refused, by client file and version.
+    private(set) var refused: [String: [UInt64: Set<ObjectID>]] = [:]
+
+    func refuse(file: String, version: UInt64, _ objects: [ObjectID]) {
+        refused[file, default: [:]][version, default: []].formUnion(objects)
+    }
+
+    func add(file: String, _ cs: SyncChangeset, more: Bool) {
         var whole = cs
         if let p = partial.removeValue(forKey: file), p.clientVersion == cs.clientVersion {
             whole.instructions = p.instructions + cs.instructions

@@ -25,8 +25,15 @@ enum SimStep: Hashable, CustomStringConvertible {
     case resume(Int)
     /// The server stops and starts again on its data; every connection is cut.
     case restart
+    /// The server's data is backed up (during a restart).
+    case backup
+    /// The server starts again from its last backup (what came after is lost: clients ahead of
+    /// it reset); nothing happens without a backup.
+    case restore
     /// Device d's clock jumps by this many milliseconds (ahead or back).
     case clock(Int, Int64)
+    /// Device d subscribes to one view of the items instead of its current one.
+    case subscribe(Int, SimView)
 
     var description: String {
         switch self {
@@ -39,7 +46,10 @@ enum SimStep: Hashable, CustomStringConvertible {
         case let .pause(d): return "d\(d) pauses"
         case let .resume(d): return "d\(d) resumes"
         case .restart: return "the server restarts"
+        case .backup: return "the server's data is backed up"
+        case .restore: return "the server is restored from its backup"
         case let .clock(d, ms): return "d\(d)'s clock jumps \(ms) ms"
+        case let .subscribe(d, view): return "d\(d) subscribes to \(view.query)"
         }
     }
 
@@ -55,7 +65,10 @@ enum SimStep: Hashable, CustomStringConvertible {
         case let .pause(d): return ".pause(\(d))"
         case let .resume(d): return ".resume(\(d))"
         case .restart: return ".restart"
+        case .backup: return ".backup"
+        case .restore: return ".restore"
         case let .clock(d, ms): return ".clock(\(d), \(ms))"
+        case let .subscribe(d, view): return ".subscribe(\(d), .\(view))"
         }
     }
 }
@@ -64,7 +77,8 @@ extension SimOp {
     var swiftSource: String {
         func s(_ t: String) -> String { "\"\(t)\"" }
         switch self {
-        case let .create(k, t, n, tags): return ".create(key: \(k), text: \(s(t)), n: \(n), tags: [\(tags.map(s).joined(separator: ", "))])"
+        case let .create(k, t, n, tags, owned):
+            return ".create(key: \(k), text: \(s(t)), n: \(n), tags: [\(tags.map(s).joined(separator: ", "))]" + (owned ? ", owned: true" : "") + ")"
         case let .setText(k, t): return ".setText(key: \(k), \(s(t)))"
         case let .setN(k, n): return ".setN(key: \(k), \(n))"
         case let .delete(k): return ".delete(key: \(k))"
@@ -99,6 +113,8 @@ struct SimConfiguration: Hashable, CustomStringConvertible {
     /// Server restarts and clock jumps among the steps.
     var restarts = true
     var clockJumps = true
+    /// Subscription changes among the steps (objects move in and out of devices' views).
+    var views = true
 
     var description: String { "\(devices) devices, \(users) users, \(keys) keys, \(steps) steps" }
 }
@@ -118,10 +134,12 @@ final class Simulation {
     private(set) var trace: [SimStep] = []
     /// Every changeset the server was sent.
     let uploads = UploadLog()
+    /// How many times the server was restored from a backup.
+    private(set) var restores = 0
 
     static let appJSON = """
     {"id": "sim", "developmentMode": false, "schema": \(SimSchema.json),
-     "rules": {"default": {"roles": [{"name": "all", "read": true, "write": true}]}}}
+     "rules": {"default": {"roles": [{"name": "all", "read": true, "write": "owner == '' OR owner == %user.id"}]}}}
     """
 
     init(configuration: SimConfiguration, directory: String) throws {
@@ -170,11 +188,31 @@ final class Simulation {
         case let .pause(d): devices[d].session.pause()
         case let .resume(d): devices[d].session.resume()
         case .restart:
-            for d in devices { d.link.disconnect(notifyServer: false) }
-            server.close()
-            server = try Self.openServer(directory + "/server", time)
+            try restartServer {}
+        case .backup:
+            try restartServer {
+                try? FileManager.default.removeItem(atPath: directory + "/backup")
+                try FileManager.default.copyItem(atPath: directory + "/server", toPath: directory + "/backup")
+            }
+        case .restore:
+            guard FileManager.default.fileExists(atPath: directory + "/backup") else { return }
+            restores += 1
+            try restartServer {
+                try FileManager.default.removeItem(atPath: directory + "/server")
+                try FileManager.default.copyItem(atPath: directory + "/backup", toPath: directory + "/server")
+            }
         case let .clock(d, ms): devices[d].clockOffset += ms
+        case let .subscribe(d, view): try devices[d].subscribe(view)
         }
+    }
+
+    /// Stops the server (every connection is cut), runs `meanwhile` on its closed files, and
+    /// starts it again.
+    private func restartServer(_ meanwhile: () throws -> Void) throws {
+        for d in devices { d.link.disconnect(notifyServer: false) }
+        server.close()
+        try meanwhile()
+        server = try Self.openServer(directory + "/server", time)
     }
 
     /// Brings every device back online and runs every task and message until nothing moves:
@@ -231,7 +269,11 @@ final class Simulation {
             case ..<0.94: steps.append(.connect(d))
             case ..<0.96: steps.append(.pause(d))
             case ..<0.98: steps.append(.resume(d))
-            case ..<0.99: if c.restarts { steps.append(.restart) }
+            case ..<0.985: if c.restarts { steps.append(.restart) }
+            case ..<0.99:
+                if c.restarts { steps.append(Bool.random(using: &r) ? .backup : .restore) }
+            case ..<0.995 where c.views:
+                steps.append(.subscribe(d, SimView.allCases[Int.random(in: 0..<SimView.allCases.count, using: &r)]))
             default:
                 // Mostly small jumps; sometimes one past the server's limit (a minute), either way.
                 if c.clockJumps {
@@ -302,8 +344,18 @@ final class SimDevice {
     private let offsetBox: OffsetBox
     private final class OffsetBox: @unchecked Sendable { var value: Int64 = 0 }
 
+    /// The device's view: what its subscription set holds once complete.
+    private(set) var view = SimView.all
+
+    /// Replaces the device's subscription with one to `view` (a new subscription set version,
+    /// sent by the session's next task).
+    func subscribe(_ view: SimView) throws {
+        self.view = view
+        _ = try session.updateSubscriptions { set in set = [QuerySubscription(name: "items", className: "Item", query: view.query)] }
+    }
+
     func write(_ ops: [SimOp]) throws {
-        try store.write { for op in ops { try op.apply(to: store) } }
+        try store.write { for op in ops { try op.apply(to: store, user: userID) } }
         // What the commit observer would do.
         link.async { [session] in session.processLocal() }
     }
@@ -321,5 +373,19 @@ final class SimDevice {
     func close() {
         session.release()
         store.close()
+    }
+}
+
+/// The views a simulated device subscribes to: the items whose `n` falls in a range (writes move
+/// objects in and out of them), or all.
+enum SimView: CaseIterable, Hashable {
+    case all, low, high
+
+    var query: String {
+        switch self {
+        case .all: return "TRUEPREDICATE"
+        case .low: return "n < 20"
+        case .high: return "n >= 10"
+        }
     }
 }

@@ -19,15 +19,16 @@ final class SimulationTests: XCTestCase {
         // ATOLL_SIM_WITHOUT=links,embedded,...: leave some kinds of writes out (to look at the rest).
         for name in (env["ATOLL_SIM_WITHOUT"] ?? "").split(separator: ",") {
             let kinds: [String: SimFeatures] = ["lists": .lists, "sets": .sets, "dictionaries": .dictionaries, "counters": .counters,
-                                                "embedded": .embedded, "links": .links]
+                                                "embedded": .embedded, "links": .links, "permissions": .permissions]
             if let k = kinds[String(name)] { configuration.features.remove(k) }
         }
         let directory = simulationDirectory()
         var failed = 0
         let started = Date()
+        let stats = SimStats()
         for seed in first..<first + UInt64(count) {
             let steps = Simulation.schedule(seed: seed, configuration)
-            let failures = try SimRunner.run(steps, configuration, directory: directory + "/s\(seed)")
+            let failures = try SimRunner.run(steps, configuration, directory: directory + "/s\(seed)", stats: stats)
             if !failures.isEmpty {
                 failed += 1
                 var message = "seed \(seed) (\(configuration)): \(failures.count) divergence(s):\n" + failures.prefix(10).joined(separator: "\n")
@@ -47,7 +48,16 @@ final class SimulationTests: XCTestCase {
                 if failed >= Int(env["ATOLL_SIM_MAX_FAILURES"] ?? "3") ?? 3 { break }
             }
         }
-        print("simulation: \(count) schedules from seed \(first) in \(String(format: "%.1f", Date().timeIntervalSince(started))) s, \(failed) failed")
+        print("simulation: \(stats.schedules) schedules from seed \(first) in \(String(format: "%.1f", Date().timeIntervalSince(started))) s, \(failed) failed; "
+              + stats.summary)
+        // The schedules meet what they are there to meet (a simulation that never resets a
+        // client proves nothing about resets).
+        if count >= 200 {
+            for (what, n) in [("operations", stats.operations), ("client resets", stats.errors["clientReset"] ?? 0),
+                              ("refused clocks", stats.errors["clockAhead"] ?? 0), ("restores", stats.restores)] {
+                XCTAssertGreaterThan(n, 0, "\(count) schedules had no \(what)")
+            }
+        }
     }
 }
 
@@ -135,6 +145,25 @@ final class SimulationRegressionTests: XCTestCase {
         ])
     }
 
+    func testSeed139() throws {
+        try assertConverges(devices: 3, users: 2, [
+            .subscribe(1, .low),
+            .write(2, [.create(key: 3, text: "d2-11", n: 11, tags: ["t2", "u2"])]),
+            .write(1, [.create(key: 3, text: "d1-21", n: 21, tags: ["t1", "u0"])]),
+            .write(1, [.replaceTags(key: 3, ["d1-22", "d"])]),
+        ])
+    }
+
+    func testSeed334() throws {
+        try assertConverges(devices: 3, users: 2, [
+            .write(0, [.create(key: 2, text: "d0-7", n: 7, tags: ["t0", "u1"])]),
+            .write(0, [.create(key: 1, text: "d0-8", n: 8, tags: ["t0", "u2"], owned: true)]),
+            .write(1, [.create(key: 1, text: "d1-20", n: 20, tags: ["t1", "u2"], owned: true)]),
+            .write(1, [.delete(key: 1)]),
+            .write(0, [.linkInsert(key: 2, target: 1, at: 1)]),
+        ])
+    }
+
     func testSeed8() throws {
         try assertConverges(devices: 3, users: 2, [
             .write(1, [.create(key: 2, text: "d1-9", n: 9, tags: ["t1", "u0"])]),
@@ -161,11 +190,32 @@ extension XCTestCase {
     }
 }
 
+/// What the schedules of a run did, for its summary.
+final class SimStats {
+    var schedules = 0
+    var steps = 0
+    var operations = 0
+    var restores = 0
+    var errors = [String: Int]()
+
+    var summary: String {
+        "\(operations) operations in \(steps) steps; \(restores) restores from a backup; errors the devices saw: "
+            + errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+    }
+}
+
 /// Runs one schedule in a fresh world and checks it.
 enum SimRunner {
-    static func run(_ steps: [SimStep], _ configuration: SimConfiguration, directory: String) throws -> [String] {
+    static func run(_ steps: [SimStep], _ configuration: SimConfiguration, directory: String, stats: SimStats? = nil) throws -> [String] {
         let sim = try Simulation(configuration: configuration, directory: directory)
         defer {
+            if let stats {
+                stats.schedules += 1
+                stats.steps += steps.count
+                stats.restores += sim.restores
+                for step in steps { if case .write(_, let ops) = step { stats.operations += ops.count } }
+                for d in sim.devices { for e in d.link.errors { stats.errors[e.code.rawValue, default: 0] += 1 } }
+            }
             sim.close()
             try? FileManager.default.removeItem(atPath: directory)
         }

@@ -22,7 +22,8 @@ struct SimRandom: RandomNumberGenerator {
 enum SimSchema {
     static let json = """
     [{"name": "Item", "primaryKey": "_id", "properties": {"_id": "string", "text": "string", "n": "int", "count": "int",
-      "tags": "string[]", "labels": "string<>", "attrs": "string{}", "info": "Info?", "ref": "Item?", "refs": "Item[]"}},
+      "tags": "string[]", "labels": "string<>", "attrs": "string{}", "info": "Info?", "ref": "Item?", "refs": "Item[]",
+      "owner": "string"}},
      {"name": "Info", "embedded": true, "properties": {"city": "string?", "zip": "int"}}]
     """
 
@@ -39,8 +40,9 @@ enum SimSchema {
 /// object the device does not have (or an index past a list's end) does nothing: a schedule
 /// stays valid when the shrinker removes steps before it.
 enum SimOp: Hashable, CustomStringConvertible {
-    /// The whole object, `.all` (on a deleted key, it comes back).
-    case create(key: Int, text: String, n: Int64, tags: [String])
+    /// The whole object, `.all` (on a deleted key, it comes back); `owned`: only its writer's
+    /// user may write it (the app's write rule), else anyone.
+    case create(key: Int, text: String, n: Int64, tags: [String], owned: Bool = false)
     case setText(key: Int, String)
     case setN(key: Int, Int64)
     case delete(key: Int)
@@ -64,7 +66,7 @@ enum SimOp: Hashable, CustomStringConvertible {
 
     var description: String {
         switch self {
-        case let .create(k, t, n, tags): return "create k\(k) {text: \(t), n: \(n), tags: \(tags)}"
+        case let .create(k, t, n, tags, owned): return "create k\(k) {text: \(t), n: \(n), tags: \(tags)" + (owned ? ", owned" : "") + "}"
         case let .setText(k, t): return "k\(k).text = \(t)"
         case let .setN(k, n): return "k\(k).n = \(n)"
         case let .delete(k): return "delete k\(k)"
@@ -88,7 +90,7 @@ enum SimOp: Hashable, CustomStringConvertible {
 
     var key: Int {
         switch self {
-        case .create(let k, _, _, _), .setText(let k, _), .setN(let k, _), .delete(let k), .listInsert(let k, _, _),
+        case .create(let k, _, _, _, _), .setText(let k, _), .setN(let k, _), .delete(let k), .listInsert(let k, _, _),
              .listErase(let k, _), .listMove(let k, _, _), .listSet(let k, _, _), .replaceTags(let k, _), .setAdd(let k, _),
              .setRemove(let k, _), .clearLabels(let k), .dictSet(let k, _, _), .dictErase(let k, _), .clearAttrs(let k),
              .add(let k, _), .info(let k, _, _), .link(let k, _), .linkInsert(let k, _, _):
@@ -96,8 +98,8 @@ enum SimOp: Hashable, CustomStringConvertible {
         }
     }
 
-    /// Writes the operation to `store` (in its write transaction).
-    func apply(to store: Store) throws {
+    /// Writes the operation to `store` (in its write transaction), as `user`'s device.
+    func apply(to store: Store, user: String) throws {
         let key = SimSchema.key(self.key)
         let exists = try store.object("Item", primaryKey: key) != nil
         func modify(_ fields: Document) throws {
@@ -111,9 +113,10 @@ enum SimOp: Hashable, CustomStringConvertible {
             return items.count
         }
         switch self {
-        case let .create(_, text, n, tags):
+        case let .create(_, text, n, tags, owned):
             _ = try store.create("Item", ["_id": key, "text": .string(text), "n": .int(n), "count": .int(0),
-                                          "tags": .list(tags.map(Value.string)), "labels": .list([]), "attrs": .object(Document())],
+                                          "tags": .list(tags.map(Value.string)), "labels": .list([]), "attrs": .object(Document()),
+                                          "owner": .string(owned ? user : "")],
                                  update: .all)
         case let .setText(_, t): try modify(["text": .string(t)])
         case let .setN(_, n): try modify(["n": .int(n)])
@@ -158,7 +161,7 @@ enum SimOp: Hashable, CustomStringConvertible {
         let k = Int.random(in: 0..<keys, using: &r)
         let word = "d\(device)-\(serial)"
         var kinds: [(Double, () -> SimOp)] = [
-            (0.18, { .create(key: k, text: word, n: Int64(serial), tags: ["t\(device)", "u\(serial % 3)"]) }),
+            (0.18, { .create(key: k, text: word, n: Int64(serial), tags: ["t\(device)", "u\(serial % 3)"], owned: features.contains(.permissions) && serial % 4 == 0) }),
             (0.22, { .setText(key: k, word) }),
             (0.12, { .setN(key: k, Int64(serial)) }),
             (0.12, { .delete(key: k) }),
@@ -205,5 +208,7 @@ struct SimFeatures: OptionSet, Hashable {
     static let counters = SimFeatures(rawValue: 8)
     static let embedded = SimFeatures(rawValue: 16)
     static let links = SimFeatures(rawValue: 32)
-    static let all: SimFeatures = [.lists, .sets, .dictionaries, .counters, .embedded, .links]
+    /// Objects only their creator's user may write (the others' writes are refused).
+    static let permissions = SimFeatures(rawValue: 64)
+    static let all: SimFeatures = [.lists, .sets, .dictionaries, .counters, .embedded, .links, .permissions]
 }
