@@ -39,7 +39,10 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     private var socket: WebSocket?
     /// Large messages parsed on another core while the queue is busy.
     private let parseAhead = ParseAhead()
-    private var connecting = false
+    /// The generation of the connection attempt in flight, if any. An attempt whose generation
+    /// is no longer this one (a detach, a reconnect or a stop came since) is stale: its outcome
+    /// is ignored, and a new attempt may start meanwhile.
+    private var connectingGeneration: Int?
     private var sessions: [Int64: SyncSession] = [:]
     private var nextNumber: Int64 = 0
     private var attempt = 0
@@ -93,6 +96,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         session.didDisconnect()
         if sessions.isEmpty {
             generation += 1
+            connectingGeneration = nil
             socket?.close(code: 1000, reason: "no sessions")
             socket = nil
             onIdle?()
@@ -112,6 +116,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         queue.async { [self] in
             stopped = true
             generation += 1
+            connectingGeneration = nil
             socket?.close(code: 1000, reason: "logged out")
             socket = nil
             for s in sessions.values { s.didDisconnect() }
@@ -132,7 +137,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         generation += 1
         socket?.close(code: 1000, reason: "reconnect")
         socket = nil
-        connecting = false
+        connectingGeneration = nil
         for s in sessions.values { s.didDisconnect() }
         attempt = 0
         connect()
@@ -141,11 +146,11 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     private var wanted: Bool { !stopped && sessions.values.contains { $0.state == .active } }
 
     private func connect() {
-        guard socket == nil, !connecting, wanted else { return }
-        connecting = true
+        guard socket == nil, connectingGeneration == nil, wanted else { return }
         for s in sessions.values { s.setConnectionState(.connecting) }
         generation += 1
         let gen = generation
+        connectingGeneration = gen
         let url = self.url
         var options = WebSocketClientOptions()
         options.subprotocols = [syncSubprotocol]
@@ -176,8 +181,13 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     }
 
     private func opened(_ ws: WebSocket, _ gen: Int) {
-        connecting = false
-        guard gen == generation, wanted else {
+        guard gen == connectingGeneration else {
+            // A stale attempt: the connection was dropped or made again since it started.
+            ws.close(code: 1000, reason: "not needed")
+            return
+        }
+        connectingGeneration = nil
+        guard wanted else {
             ws.close(code: 1000, reason: "not needed")
             return
         }
@@ -194,8 +204,8 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     }
 
     private func failed(_ error: Error, _ gen: Int) {
-        connecting = false
-        guard gen == generation else { return }
+        guard gen == connectingGeneration else { return }
+        connectingGeneration = nil
         let syncError: SyncError
         switch error {
         case let e as SyncError: syncError = e

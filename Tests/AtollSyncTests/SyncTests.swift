@@ -8,6 +8,7 @@ import AtollTestSupport
 @testable import AtollAuth
 import CJansson
 import Foundation
+import Synchronization
 import XCTest
 
 /// A server and clients in this process, over loopback: real sockets, real files.
@@ -477,6 +478,60 @@ final class SyncRulesTests: XCTestCase {
         let s = try SyncSession.openRealm(user: again, storeConfiguration: configuration, sync: sync,
                                           options: OpenOptions(downloadBeforeOpen: .always, timeout: 1, offlineFallback: true))
         s.release()
+    }
+
+    /// A session paused while its connection was being made, and resumed before that attempt
+    /// ended, connects again at once (it used to wait on the stale attempt, and then never
+    /// connect: a pause cutting an upload left it "connecting" for good).
+    func testAResumeDuringAConnectAttemptConnectsAgain() throws {
+        // A listener that accepts and never answers: each attempt hangs until its timeout.
+        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        listen(silent, 8)
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(silent, $0, &len) } }
+        let port = Int(UInt16(bigEndian: addr.sin_port))
+        let accepted = Mutex(0)
+        let acceptor = Thread {
+            var held = [Int32]()
+            while true {
+                let c = accept(silent, nil, nil)
+                if c < 0 { break }
+                held.append(c)
+                accepted.withLock { $0 += 1 }
+            }
+            for c in held { close(c) }
+        }
+        acceptor.start()
+        defer { shutdown(silent, Int32(SHUT_RDWR)); close(silent) }
+        func waitForAttempts(_ n: Int, within seconds: Double) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                if accepted.withLock({ $0 }) >= n { return true }
+                usleep(20_000)
+            }
+            return false
+        }
+
+        let h = try SyncHarness()
+        let app = try h.app("a")
+        _ = try runToCompletion { try await app.login(.anonymous) }
+        let slow = try App(configuration: AppConfiguration(appId: "default", baseURL: "http://127.0.0.1:\(port)",
+                                                            metadataDirectory: h.directory + "/a", connectTimeout: 20))
+        guard let user = slow.currentUser else { return XCTFail("the user was not kept") }
+        var sync = SyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Task")]
+        let session = try SyncSession.open(user: user, storeConfiguration: Configuration(path: h.directory + "/slow.realm", schema: SyncHarness.schema),
+                                           sync: sync)
+        defer { session.release() }
+        XCTAssertTrue(waitForAttempts(1, within: 10), "the session never tried to connect")
+        session.pause()
+        session.resume()
+        XCTAssertTrue(waitForAttempts(2, within: 5), "the resumed session did not try to connect again while the first attempt hung")
+        XCTAssertEqual(session.connectionState, .connecting)
     }
 
     func testClientResetAfterTheServerLostItsData() throws {
