@@ -3,7 +3,7 @@ import AtollStore
 extension Realm {
     /// Adds `delta` to an integer property of a managed object as a counter: the change is
     /// recorded as an addition, so when several devices add to the same counter while apart,
-    /// sync adds their changes up instead of keeping the last write (SYNC.md, "Counters"). A
+    /// sync adds their changes up instead of keeping the last write (docs/protocol.md, "How changes merge"). A
     /// later assignment to the property sets it outright; additions made after it stay on top.
     ///
     /// ```swift

@@ -88,7 +88,7 @@ public final class App: @unchecked Sendable {
     private var users: [String: WeakUser] = [:]
     private var errorHandlers: [Int: @Sendable (SyncError, SyncSession?) -> Void] = [:]
     private var nextHandler = 0
-    /// One sync connection per user (SYNC.md: one WebSocket per user and server).
+    /// One sync connection per user (one WebSocket per user and server, docs/protocol.md).
     var connections: [String: any SessionConnection] = [:]
     /// Makes a user's connection: a WebSocket by default; the deterministic simulation's tests
     /// give an in-memory link instead.

@@ -5,7 +5,7 @@ import AtollStore
 /// What the client's unacknowledged changesets claim: the newest pending clock per field path,
 /// set element and dictionary key, the objects it erases and creates. A download instruction
 /// older than a pending write of the same thing is left out: the server will integrate the
-/// pending write after it and keep it (SYNC.md, "Rebase").
+/// pending write after it and keep it (docs/protocol.md, "How changes merge").
 struct PendingIndex {
     var fields: [ObjectID: [String: Clock]] = [:]
     var erased: [ObjectID: Clock] = [:]

@@ -5,7 +5,7 @@ import AtollStore
 import CJansson
 import Foundation
 
-/// What to do when the server cannot resume the client (SYNC.md, "Client reset").
+/// What to do when the server cannot resume the client (docs/sync.md, "Client reset").
 public enum ClientResetMode: String, Sendable {
     /// Report the error and stop the session; the app deals with the file.
     case manual

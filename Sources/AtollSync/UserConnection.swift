@@ -29,7 +29,7 @@ protocol SessionConnection: AnyObject, Sendable {
 }
 
 /// The one WebSocket of a user to the server, carrying the sessions of all its synced realms
-/// (SYNC.md). Connects when a session needs it, reconnects with backoff after a cut, refreshes
+/// (docs/protocol.md, "Connection"). Connects when a session needs it, reconnects with backoff after a cut, refreshes
 /// the access token when the server refuses it. Everything happens on `queue`.
 final class UserConnection: SessionConnection, @unchecked Sendable {
     let queue: DispatchQueue

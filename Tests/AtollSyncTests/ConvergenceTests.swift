@@ -8,7 +8,7 @@ import CJansson
 import Foundation
 import XCTest
 
-/// What SYNC.md's rules say the data must be, worked out by the test from the operations it
+/// What the merge rules (docs/protocol.md) say the data must be, worked out by the test from the operations it
 /// made, without the engine's clocks: each kind of object is written so that its outcome is
 /// decided by one rule alone.
 ///

@@ -6,7 +6,7 @@ import AtollStore
 import AtollTestSupport
 import XCTest
 
-/// The server's integration function alone (no network): each rule of SYNC.md, and every pair
+/// The server's integration function alone (no network): each merge rule (docs/protocol.md), and every pair
 /// of concurrent instruction kinds converging whatever order they arrive in.
 final class IntegratorTests: XCTestCase {
     static let schemaJSON = """
