@@ -63,7 +63,11 @@ PYTHON_TESTS := bindings/python/tests
 # PostgreSQL (docs/testing.md, "Several instances").
 PYTHON_SYNC_TESTS := bindings/python/tests/test_sync.py
 # (Every class of AtollSyncTests but the two that start no server, and the typed API's sync tests.)
-SYNC_SWIFT_SUITES := --filter 'AtollSyncTests|AtollTests\.SyncTests' --skip 'IntegratorTests|WireTests|ParallelTests'
+SYNC_SWIFT_SUITES := --filter 'AtollSyncTests|AtollTests\.SyncTests' --skip 'IntegratorTests|WireTests|ParallelTests|Simulation'
+# The deterministic simulation of sync (docs/testing.md, "Simulation"): schedules in `make test`,
+# and writes per process in `make stress` (two processes, one per core, a million in all).
+SIM_SCHEDULES ?= 2000
+STRESS_SIM_OPERATIONS ?= 500000
 # AtollNet against outside peers (Python's websockets, curl, raw sockets), through atoll-net-peer.
 NET_TESTS := tests/net
 ATOLL_NET_PEER := $(CURDIR)/.build/$(SWIFT_CONFIG)/atoll-net-peer
@@ -156,8 +160,8 @@ build:
 test: deps build
 	@failed=""; \
 	$(WITH_POSTGRES); \
-	echo "== swift test"; \
-	$(SWIFT) test || failed="$$failed swift-test"; \
+	echo "== swift test (the simulation: $(SIM_SCHEDULES) schedules)"; \
+	ATOLL_SIM_SCHEDULES=$(SIM_SCHEDULES) $(SWIFT) test || failed="$$failed swift-test"; \
 	echo "== swift test: the sync suites again, the servers' data in PostgreSQL (ATOLL_SYNC_STORE=postgres)"; \
 	ATOLL_SYNC_STORE=postgres $(SWIFT) test --skip-build $(SYNC_SWIFT_SUITES) || failed="$$failed swift-sync-postgres"; \
 	echo "== ctest ($(BUILD_DIR))"; \
@@ -251,6 +255,15 @@ stress: deps build
 	ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_CONVERGENCE_SEED=$(STRESS_SEED) ATOLL_CONVERGENCE_CLIENTS=20 \
 	    ATOLL_CONVERGENCE_OPS=4000 ATOLL_CONVERGENCE_RESTARTS=6 \
 	    $(SWIFT) test --filter ConvergenceTests || failed="$$failed convergence"; \
+	echo "== the simulation: two processes of $(STRESS_SIM_OPERATIONS) writes each, seeds from $(STRESS_SEED) and $(STRESS_SEED)+10000000"; \
+	$(SWIFT) build --build-tests; \
+	ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_SIM_SEED=$(STRESS_SEED) ATOLL_SIM_SCHEDULES=0 ATOLL_SIM_MIN_OPERATIONS=$(STRESS_SIM_OPERATIONS) \
+	    $(SWIFT) test --skip-build --filter 'SimulationTests' > $(BUILD_DIR)/stress-sim-1.log 2>&1 & one=$$!; \
+	ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_SIM_SEED=$$(( $(STRESS_SEED) + 10000000 )) ATOLL_SIM_SCHEDULES=0 \
+	    ATOLL_SIM_MIN_OPERATIONS=$(STRESS_SIM_OPERATIONS) \
+	    $(SWIFT) test --skip-build --filter 'SimulationTests' > $(BUILD_DIR)/stress-sim-2.log 2>&1 & two=$$!; \
+	wait $$one || failed="$$failed simulation"; wait $$two || failed="$$failed simulation"; \
+	grep -h -E '^simulation:|error:' $(BUILD_DIR)/stress-sim-1.log $(BUILD_DIR)/stress-sim-2.log | head -40; \
 	echo "== every triple of concurrent instruction kinds, all six orders"; \
 	ATOLL_STRESS_REPORT=$(STRESS_REPORT) ATOLL_TRIPLES=all \
 	    $(SWIFT) test --filter IntegratorTests.testRandomTriplesOfConcurrentKindsConverge \

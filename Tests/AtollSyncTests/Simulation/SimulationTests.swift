@@ -7,13 +7,16 @@ import XCTest
 /// deliveries, cuts, pauses, restarts and clock jumps, each checked by the oracles once settled.
 ///
 /// Environment: `ATOLL_SIM_SEED` (first seed, default 1), `ATOLL_SIM_SCHEDULES` (how many, default
-/// 200), `ATOLL_SIM_STEPS` (steps per schedule, default 120). A failure prints its seed, its
-/// trace, and a shrunk schedule as a regression test.
+/// 200), `ATOLL_SIM_MIN_OPERATIONS` (more schedules until the writes made reach it),
+/// `ATOLL_SIM_STEPS` (steps per schedule, default 120), `ATOLL_SIM_WITHOUT` (kinds of writes left
+/// out), `ATOLL_SIM_SHRINK=0` (no shrinking), `ATOLL_SIM_VERBOSE=1` (every message). A failure
+/// prints its seed, its trace, and a shrunk schedule as a regression test.
 final class SimulationTests: XCTestCase {
     func testRandomSchedulesConverge() throws {
         let env = ProcessInfo.processInfo.environment
         let first = UInt64(env["ATOLL_SIM_SEED"] ?? "") ?? 1
         let count = Int(env["ATOLL_SIM_SCHEDULES"] ?? "") ?? 200
+        let minimumOperations = Int(env["ATOLL_SIM_MIN_OPERATIONS"] ?? "") ?? 0
         var configuration = SimConfiguration()
         if let steps = Int(env["ATOLL_SIM_STEPS"] ?? "") { configuration.steps = steps }
         // ATOLL_SIM_WITHOUT=links,embedded,...: leave some kinds of writes out (to look at the rest).
@@ -26,7 +29,9 @@ final class SimulationTests: XCTestCase {
         var failed = 0
         let started = Date()
         let stats = SimStats()
-        for seed in first..<first + UInt64(count) {
+        var seed = first
+        while stats.schedules < count || stats.operations < minimumOperations {
+            defer { seed += 1 }
             let steps = Simulation.schedule(seed: seed, configuration)
             let failures = try SimRunner.run(steps, configuration, directory: directory + "/s\(seed)", stats: stats)
             if !failures.isEmpty {
@@ -48,14 +53,17 @@ final class SimulationTests: XCTestCase {
                 if failed >= Int(env["ATOLL_SIM_MAX_FAILURES"] ?? "3") ?? 3 { break }
             }
         }
-        print("simulation: \(stats.schedules) schedules from seed \(first) in \(String(format: "%.1f", Date().timeIntervalSince(started))) s, \(failed) failed; "
-              + stats.summary)
+        let seconds = Date().timeIntervalSince(started)
+        print("simulation: \(stats.schedules) schedules from seed \(first) in \(String(format: "%.1f", seconds)) s "
+              + "(\(String(format: "%.0f", seconds * 1000 / Double(max(1, stats.schedules)))) ms each), \(failed) failed; " + stats.summary)
+        stressReport(suite: "simulation (seeds \(first)-\(seed - 1))", rounds: stats.schedules, operations: stats.operations,
+                     faults: stats.faults, lost: failed, figures: "\(configuration); " + stats.summary)
         // The schedules meet what they are there to meet (a simulation that never resets a
         // client proves nothing about resets).
-        if count >= 200 {
+        if stats.schedules >= 200 {
             for (what, n) in [("operations", stats.operations), ("client resets", stats.errors["clientReset"] ?? 0),
                               ("refused clocks", stats.errors["clockAhead"] ?? 0), ("restores", stats.restores)] {
-                XCTAssertGreaterThan(n, 0, "\(count) schedules had no \(what)")
+                XCTAssertGreaterThan(n, 0, "\(stats.schedules) schedules had no \(what)")
             }
         }
     }
@@ -64,7 +72,7 @@ final class SimulationTests: XCTestCase {
 /// Schedules the simulation found failing, shrunk: each proves what it is named after.
 final class SimulationRegressionTests: XCTestCase {
     /// Runs a schedule of `devices` devices (logged in as `users` users) and checks the oracles.
-    func assertConverges(devices: Int, users: Int, _ steps: [SimStep], file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertConverges(devices: Int = 3, users: Int = 2, _ steps: [SimStep], file: StaticString = #filePath, line: UInt = #line) throws {
         var configuration = SimConfiguration()
         configuration.devices = devices
         configuration.users = users
@@ -73,8 +81,101 @@ final class SimulationRegressionTests: XCTestCase {
         XCTAssertEqual(failures, [], "\n" + failures.joined(separator: "\n"), file: file, line: line)
     }
 
-    func testSeed47() throws {
-        try assertConverges(devices: 3, users: 2, [
+    // MARK: - Objects
+
+    func testAPendingCreateOfAnObjectErasedMeanwhileEndsErased() throws {
+        // d2 creates k3 offline; d0 creates and erases it, newer: the server drops d2's create,
+        // and tells d2 (it kept k3 after its bootstrap, as a pending object).
+        try assertConverges([
+            .write(2, [.create(key: 3, text: "d2-1", n: 1, tags: ["t2", "u1"])]),
+            .write(0, [.create(key: 3, text: "d0-5", n: 5, tags: ["t0", "u2"])]),
+            .write(0, [.delete(key: 3)]),
+        ])
+    }
+
+    func testAnEraseAndACreateInOneTransactionLeaveTheObjectHereAndThere() throws {
+        // d1 erases and creates k2 in one transaction: the create comes after the erase (one
+        // clock); an upsert of k2 arriving while that is pending must not erase it here.
+        try assertConverges([
+            .write(1, [.create(key: 2, text: "d1-3", n: 3, tags: ["t1", "u0"])]),
+            .write(1, [.create(key: 2, text: "d1-9", n: 9, tags: ["t1", "u0"])]),
+            .write(1, [.delete(key: 2), .create(key: 2, text: "d1-32", n: 32, tags: ["t1", "u2"])]),
+            .write(1, [.create(key: 1, text: "d1-34", n: 34, tags: ["t1", "u1"])]),
+            .write(1, [.linkInsert(key: 1, target: 2, at: 5)]),
+        ])
+    }
+
+    func testAnObjectErasedFirstInItsChangesetIsNotCreatedAsNew() throws {
+        // d1's transaction erases k1 and creates it again: the server must keep the erase's
+        // floor (it used to create k1 as a new object and forget the erase), so d2's older
+        // list elements stay out.
+        try assertConverges([
+            .write(2, [.create(key: 1, text: "d2-18", n: 18, tags: ["t2", "u0"])]),
+            .write(1, [.create(key: 1, text: "d1-14", n: 14, tags: ["t1", "u2"]), .delete(key: 1),
+                       .create(key: 1, text: "d1-16", n: 16, tags: ["t1", "u1"])]),
+        ])
+    }
+
+    func testWritesToAnObjectTheServerDoesNotHaveYetApplyWhenItIsCreated() throws {
+        // d1's create of k3 is refused (outside its view); its next write to k3 reaches the server
+        // before d2's create of k3: the write is kept, and applies once k3 exists.
+        try assertConverges([
+            .subscribe(1, .low),
+            .write(2, [.create(key: 3, text: "d2-11", n: 11, tags: ["t2", "u2"])]),
+            .write(1, [.create(key: 3, text: "d1-21", n: 21, tags: ["t1", "u0"])]),
+            .write(1, [.replaceTags(key: 3, ["d1-22", "d"])]),
+        ])
+    }
+
+    // MARK: - Lists
+
+    func testAnInsertAfterAnElementOlderThanAClearFindsItsPlace() throws {
+        // d1's elements arrive after d0's clear (older: they never show) and d1 inserts after one
+        // of them: every replica must know the dead elements to place the insert.
+        try assertConverges([
+            .write(1, [.create(key: 2, text: "d1-9", n: 9, tags: ["t1", "u0"])]),
+            .write(0, [.create(key: 2, text: "d0-11", n: 11, tags: ["t0", "u2"])]),
+            .write(0, [.create(key: 2, text: "d0-13", n: 13, tags: ["t0", "u1"])]),
+            .write(1, [.listInsert(key: 2, at: 1, "d1-23")]),
+        ])
+    }
+
+    func testAClearOfAnEmptyListStillTravels() throws {
+        // d0 empties its list, then replaces it (a clear that takes nothing): the clear's floor
+        // keeps d1's older, concurrent elements out on every replica.
+        try assertConverges([
+            .write(0, [.create(key: 0, text: "d0-8", n: 8, tags: ["t0", "u2"])]),
+            .write(0, [.listErase(key: 0, at: 7)]),
+            .write(0, [.listErase(key: 0, at: 3)]),
+            .write(1, [.create(key: 0, text: "d1-24", n: 24, tags: ["t1", "u0"])]),
+            .write(0, [.create(key: 0, text: "d0-21", n: 21, tags: ["t0", "u0"])]),
+        ])
+    }
+
+    func testListElementsOlderThanAnEraseStayOutOfAListMadeAfterIt() throws {
+        // k3 is erased before it has a list sequence on the server, then created again: d1's
+        // older elements must stay out of the new list.
+        try assertConverges([
+            .write(1, [.create(key: 3, text: "d1-23", n: 23, tags: ["t1", "u2"])]),
+            .write(0, [.create(key: 3, text: "d0-12", n: 12, tags: ["t0", "u0"]), .delete(key: 3)]),
+            .write(0, [.create(key: 3, text: "d0-16", n: 16, tags: ["t0", "u1"])]),
+        ])
+    }
+
+    func testAnEraseOlderThanTheCreateStillFloorsLaterInserts() throws {
+        // d1's erase is older than d0's create: k3 stays, but d2's elements, older than the erase
+        // and arriving after it, stay out everywhere (the erase travels with its clock).
+        try assertConverges([
+            .write(2, [.create(key: 3, text: "d2-6", n: 6, tags: ["t2", "u0"])]),
+            .write(1, [.create(key: 3, text: "d1-8", n: 8, tags: ["t1", "u2"]), .delete(key: 3)]),
+            .write(0, [.create(key: 3, text: "d0-15", n: 15, tags: ["t0", "u0"])]),
+        ])
+    }
+
+    func testACorrectionOfAnObjectTheChangesetDidNotChangeCarriesItsOwnClocks() throws {
+        // d2's create of k3 does nothing on the server (k3 was erased and created again): the
+        // upsert that tells d2 must carry k3's own clocks and list identities.
+        try assertConverges([
             .write(2, [.create(key: 0, text: "d2-12", n: 12, tags: ["t2", "u0"])]),
             .write(2, [.create(key: 3, text: "d2-22", n: 22, tags: ["t2", "u1"]), .listInsert(key: 0, at: 4, "d2-23")]),
             .write(0, [.create(key: 3, text: "d0-13", n: 13, tags: ["t0", "u1"])]),
@@ -84,16 +185,48 @@ final class SimulationRegressionTests: XCTestCase {
         ])
     }
 
-    func testSeed1009() throws {
-        try assertConverges(devices: 3, users: 2, [
-            .write(2, [.create(key: 1, text: "d2-18", n: 18, tags: ["t2", "u0"])]),
-            .write(1, [.create(key: 1, text: "d1-14", n: 14, tags: ["t1", "u2"]), .delete(key: 1),
-                       .create(key: 1, text: "d1-16", n: 16, tags: ["t1", "u1"])]),
+    // MARK: - Sets and dictionaries
+
+    func testADictionaryKeyIsNotOlderThanACreateThatDidNotWriteIt() throws {
+        // d0's newer create of k2 does not write d1's key: the key (older than the create) stays.
+        try assertConverges([
+            .write(1, [.create(key: 2, text: "d1-4", n: 4, tags: ["t1", "u1"])]),
+            .write(1, [.dictSet(key: 2, "b", "d1-6")]),
+            .write(0, [.create(key: 2, text: "d0-8", n: 8, tags: ["t0", "u2"])]),
         ])
     }
 
-    func testSeed3350() throws {
-        try assertConverges(devices: 3, users: 2, [
+    func testAClearThatLeavesNewerKeysTravelsWhole() throws {
+        // d1's clear arrives after d0's newer key: the key stays, and replicas (which cannot tell
+        // the newer key from older ones) get the object whole.
+        try assertConverges([
+            .write(0, [.create(key: 3, text: "d0-12", n: 12, tags: ["t0", "u0"])]),
+            .write(1, [.create(key: 3, text: "d1-15", n: 15, tags: ["t1", "u0"])]),
+            .write(1, [.dictSet(key: 3, "a", "d1-20")]),
+            .write(1, [.create(key: 3, text: "d1-25", n: 25, tags: ["t1", "u1"])]),
+            .write(0, [.dictSet(key: 3, "d", "d0-25")]),
+        ])
+    }
+
+    func testKeysWrittenByAnOlderCreateKeepItsClockAfterANewerOne() throws {
+        // A newer create of k0 moves its fields' clock, not that of the keys the older create
+        // wrote: d1's later clear, older than the newer create, still takes them.
+        try assertConverges([
+            .write(1, [.create(key: 0, text: "d1-8", n: 8, tags: ["t1", "u2"]), .dictSet(key: 0, "c", "d1-10")]),
+            .run(1), .run(1), .connect(1), .up(1), .run(1),
+            .write(1, [.create(key: 0, text: "d1-13", n: 13, tags: ["t1", "u1"])]),
+            .up(1),
+            .write(0, [.create(key: 0, text: "d0-25", n: 25, tags: ["t0", "u1"])]),
+            .up(1),
+        ])
+    }
+
+    // MARK: - Counters
+
+    func testAnAddAfterASetInOneTransactionCountsWhenMerged() throws {
+        // d0 sets count (its create) and adds to it in one transaction: the add comes after the
+        // set and counts when an upsert of k2 is merged with it on d0.
+        try assertConverges([
             .run(2), .run(2),
             .write(2, [.create(key: 2, text: "d2-1", n: 1, tags: ["t2", "u1"]), .setAdd(key: 2, "a")]),
             .connect(2),
@@ -104,27 +237,10 @@ final class SimulationRegressionTests: XCTestCase {
         ])
     }
 
-    func testSeed4813() throws {
-        try assertConverges(devices: 3, users: 2, [
-            .write(0, [.create(key: 0, text: "d0-8", n: 8, tags: ["t0", "u2"])]),
-            .write(0, [.listErase(key: 0, at: 7)]),
-            .write(0, [.listErase(key: 0, at: 3)]),
-            .write(1, [.create(key: 0, text: "d1-24", n: 24, tags: ["t1", "u0"])]),
-            .write(0, [.create(key: 0, text: "d0-21", n: 21, tags: ["t0", "u0"])]),
-        ])
-    }
-
-    func testSeed5404() throws {
-        try assertConverges(devices: 3, users: 2, [
-            .run(2), .run(2),
-            .write(2, [.create(key: 3, text: "d2-14", n: 14, tags: ["t2", "u2"]), .add(key: 3, 6)]),
-            .connect(2), .run(2), .up(2), .up(2), .up(2),
-            .restart,
-        ])
-    }
-
-    func testSeed7411() throws {
-        try assertConverges(devices: 3, users: 2, [
+    func testAnAddWithItsSetsClockComesBackWithTheObject() throws {
+        // d0's set and add (one transaction) are newer than d1's erase of k1: kept with the erased
+        // object, both come back with d1's create.
+        try assertConverges([
             .write(1, [.create(key: 1, text: "d1-19", n: 19, tags: ["t1", "u1"])]),
             .write(0, [.create(key: 1, text: "d0-4", n: 4, tags: ["t0", "u1"])]),
             .write(1, [.create(key: 3, text: "d1-23", n: 23, tags: ["t1", "u2"])]),
@@ -135,41 +251,65 @@ final class SimulationRegressionTests: XCTestCase {
         ])
     }
 
-    func testSeed1386() throws {
-        try assertConverges(devices: 3, users: 2, [
-            .write(1, [.create(key: 2, text: "d1-3", n: 3, tags: ["t1", "u0"])]),
-            .write(1, [.create(key: 2, text: "d1-9", n: 9, tags: ["t1", "u0"])]),
-            .write(1, [.delete(key: 2), .create(key: 2, text: "d1-32", n: 32, tags: ["t1", "u2"])]),
-            .write(1, [.create(key: 1, text: "d1-34", n: 34, tags: ["t1", "u1"])]),
-            .write(1, [.linkInsert(key: 1, target: 2, at: 5)]),
+    func testAChangesetUploadedTwiceUnderTwoFilesAddsOnce() throws {
+        // The server integrates d2's first upload, then restarts before d2 hears its file's
+        // identity: d2 uploads again as a new file. Its add counts once.
+        try assertConverges([
+            .run(2), .run(2),
+            .write(2, [.create(key: 3, text: "d2-14", n: 14, tags: ["t2", "u2"]), .add(key: 3, 6)]),
+            .connect(2), .run(2), .up(2), .up(2), .up(2),
+            .restart,
         ])
     }
 
-    func testSeed139() throws {
-        try assertConverges(devices: 3, users: 2, [
-            .subscribe(1, .low),
-            .write(2, [.create(key: 3, text: "d2-11", n: 11, tags: ["t2", "u2"])]),
-            .write(1, [.create(key: 3, text: "d1-21", n: 21, tags: ["t1", "u0"])]),
-            .write(1, [.replaceTags(key: 3, ["d1-22", "d"])]),
+    // MARK: - Links
+
+    func testALinkOlderThanItsObjectsEraseStaysGoneWhenTheObjectComesBack() throws {
+        try assertConverges([
+            .write(0, [.create(key: 1, text: "d0-7", n: 7, tags: ["t0", "u1"])]),
+            .write(0, [.create(key: 0, text: "d0-9", n: 9, tags: ["t0", "u0"])]),
+            .write(0, [.linkInsert(key: 0, target: 1, at: 3)]),
+            .write(1, [.create(key: 1, text: "d1-18", n: 18, tags: ["t1", "u0"])]),
+            .write(1, [.delete(key: 1)]),
+            .write(1, [.create(key: 1, text: "d1-42", n: 42, tags: ["t1", "u0"])]),
         ])
     }
 
-    func testSeed334() throws {
-        try assertConverges(devices: 3, users: 2, [
+    func testAnObjectLinkingToItselfIsErased() throws {
+        try assertConverges([
+            .write(0, [.create(key: 2, text: "d0-1", n: 1, tags: ["t0", "u1"])]),
+            .write(0, [.link(key: 2, target: 2)]),
+            .write(0, [.delete(key: 2)]),
+        ])
+    }
+
+    func testAnEraseOlderThanARecreateStillRemovesOlderLinks() throws {
+        try assertConverges([
+            .write(2, [.create(key: 2, text: "d2-4", n: 4, tags: ["t2", "u1"])]),
+            .write(2, [.create(key: 0, text: "d2-6", n: 6, tags: ["t2", "u0"]), .linkInsert(key: 0, target: 2, at: 1)]),
+            .write(2, [.delete(key: 2)]),
+            .write(0, [.create(key: 2, text: "d0-34", n: 34, tags: ["t0", "u1"])]),
+        ])
+    }
+
+    func testALinkWrittenBeforeAnEraseInOneTransactionStaysGone() throws {
+        try assertConverges([
+            .write(0, [.create(key: 0, text: "d0-16", n: 16, tags: ["t0", "u1"])]),
+            .write(0, [.create(key: 3, text: "d0-22", n: 22, tags: ["t0", "u1"])]),
+            .write(0, [.linkInsert(key: 0, target: 3, at: 7), .delete(key: 3)]),
+            .write(0, [.create(key: 3, text: "d0-26", n: 26, tags: ["t0", "u2"])]),
+        ])
+    }
+
+    func testAnObjectRestoredByACompensatingWriteBringsItsLinks() throws {
+        // d1's refused erase of k1 (d0's user owns it) removed d0's link to k1 on d1: the
+        // compensating write brings k1 back, and the object that links to it.
+        try assertConverges([
             .write(0, [.create(key: 2, text: "d0-7", n: 7, tags: ["t0", "u1"])]),
             .write(0, [.create(key: 1, text: "d0-8", n: 8, tags: ["t0", "u2"], owned: true)]),
             .write(1, [.create(key: 1, text: "d1-20", n: 20, tags: ["t1", "u2"], owned: true)]),
             .write(1, [.delete(key: 1)]),
             .write(0, [.linkInsert(key: 2, target: 1, at: 1)]),
-        ])
-    }
-
-    func testSeed8() throws {
-        try assertConverges(devices: 3, users: 2, [
-            .write(1, [.create(key: 2, text: "d1-9", n: 9, tags: ["t1", "u0"])]),
-            .write(0, [.create(key: 2, text: "d0-11", n: 11, tags: ["t0", "u2"])]),
-            .write(0, [.create(key: 2, text: "d0-13", n: 13, tags: ["t0", "u1"])]),
-            .write(1, [.listInsert(key: 2, at: 1, "d1-23")]),
         ])
     }
 }
@@ -196,6 +336,8 @@ final class SimStats {
     var steps = 0
     var operations = 0
     var restores = 0
+    /// Faults the schedules injected: cuts, pauses, restarts, backups, restores, clock jumps.
+    var faults = 0
     var errors = [String: Int]()
 
     var summary: String {
@@ -213,7 +355,13 @@ enum SimRunner {
                 stats.schedules += 1
                 stats.steps += steps.count
                 stats.restores += sim.restores
-                for step in steps { if case .write(_, let ops) = step { stats.operations += ops.count } }
+                for step in steps {
+                    switch step {
+                    case .write(_, let ops): stats.operations += ops.count
+                    case .cut, .pause, .restart, .backup, .restore, .clock: stats.faults += 1
+                    default: break
+                    }
+                }
                 for d in sim.devices { for e in d.link.errors { stats.errors[e.code.rawValue, default: 0] += 1 } }
             }
             sim.close()
