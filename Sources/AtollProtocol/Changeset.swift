@@ -430,6 +430,7 @@ extension SyncChangeset {
     ///
     /// List instructions stay: they name their elements and clear points themselves.
     public func normalized() -> SyncChangeset {
+        if isNormal { return self }
         // Walked from the end: what later instructions of each object did.
         struct Later {
             var erased = false
@@ -443,11 +444,20 @@ extension SyncChangeset {
         var keep = [Bool](repeating: true, count: instructions.count)
         var summed = [Int: Int64]()
         var dropped = false
+        // An object's instructions mostly come together: its state is looked up when a run of
+        // them begins and put back when it ends, not for each instruction.
+        var current: (index: Int, id: ObjectID)?
+        var state = Later()
         for i in instructions.indices.reversed() {
             let ins = instructions[i]
-            let id = ins.objectID
-            var state = later[id] ?? Later()
-            defer { later[id] = state }
+            if let c = current, instructions[c.index].sameObject(as: ins) {
+                current = (i, c.id)
+            } else {
+                if let c = current { later[c.id] = state }
+                let id = ins.objectID
+                state = later[id] ?? Later()
+                current = (i, id)
+            }
             if state.erased {
                 keep[i] = false
                 dropped = true
@@ -505,21 +515,100 @@ extension SyncChangeset {
     }
 }
 
-extension SyncInstruction {
-    /// Every clock the instruction carries beside its changeset's: an upsert's clocks, list
-    /// element identities. A replica that takes the instruction in moves its own clock past them,
-    /// so that its next writes are newer than anything it holds.
-    public var carriedClocks: [Clock] {
-        var out = [Clock]()
-        if let element { out.append(element.clock) }
-        if let after { out.append(after.clock) }
-        if let clock { out.append(clock) }
-        if let erasedAt { out.append(erasedAt) }
-        out += fieldClocks.values
-        for seq in lists.values {
-            for e in seq.entries { out += [e.id.clock, e.valueClock] }
-            if let c = seq.clearedBefore { out.append(c.clock) }
+extension SyncChangeset {
+    /// Whether `normalized()` would leave the changeset as it is — most often so, and cheaper to
+    /// tell than to normalize: each object's instructions come in one run, which erases the object
+    /// (if at all) first, writes each path once and none inside another it writes, adds or removes
+    /// each set element (key) once, clears a collection only before writing into it, adds to a
+    /// counter once and not before setting it.
+    var isNormal: Bool {
+        // Through the buffer: an element read by subscript is copied whole, with its references.
+        instructions.withUnsafeBufferPointer { all in
+            var seen = Set<ObjectID>(minimumCapacity: all.count / 4)
+            var written = RunWrites()
+            var start = 0
+            while start < all.count {
+                var end = start + 1
+                while end < all.count, all[end].className == all[start].className, all[end].primaryKey == all[start].primaryKey { end += 1 }
+                guard seen.insert(all[start].objectID).inserted, Self.runIsNormal(all, start..<end, &written) else { return false }
+                start = end
+            }
+            return true
         }
-        return out
+    }
+
+    /// What one run wrote so far; kept from run to run for its arrays' storage.
+    private struct RunWrites {
+        var paths = [[PathElement]]()
+        var members = [String]()
+        var cleared = [String]()
+        var added = [[PathElement]]()
+
+        mutating func reset() {
+            if !paths.isEmpty { paths.removeAll(keepingCapacity: true) }
+            if !members.isEmpty { members.removeAll(keepingCapacity: true) }
+            if !cleared.isEmpty { cleared.removeAll(keepingCapacity: true) }
+            if !added.isEmpty { added.removeAll(keepingCapacity: true) }
+        }
+    }
+
+    /// Whether one object's run of instructions is normal (see `isNormal`).
+    private static func runIsNormal(_ run: UnsafeBufferPointer<SyncInstruction>, _ range: Range<Int>, _ written: inout RunWrites) -> Bool {
+        written.reset()
+        for n in range {
+            switch run[n].op {
+            case .erase:
+                if n > range.lowerBound { return false }
+            case .set:
+                let path = run[n].path
+                for p in written.paths where path.starts(with: p) || p.starts(with: path) { return false }
+                if written.added.contains(where: { $0.starts(with: path) }) { return false }
+                written.paths.append(path)
+            case .addInteger:
+                if written.added.contains(run[n].path) { return false }
+                written.added.append(run[n].path)
+            case .setInsert, .setErase, .dictionarySet, .dictionaryErase:
+                let ins = run[n]
+                let property = ins.property ?? ""
+                let member = ins.op == .setInsert || ins.op == .setErase
+                    ? property + setSeparator + keyText(ins.value ?? .null) : property + dictionarySeparator + ins.pathKey
+                if written.members.contains(member) { return false }
+                written.members.append(member)
+            case .setClear, .dictionaryClear:
+                let property = run[n].property ?? ""
+                if written.cleared.contains(property) || written.members.contains(where: { $0.hasPrefix(property + (run[n].op == .setClear ? setSeparator : dictionarySeparator)) }) {
+                    return false
+                }
+                written.cleared.append(property)
+            default:
+                break
+            }
+        }
+        return true
+    }
+}
+
+extension SyncInstruction {
+    /// The newest clock the instruction carries beside its changeset's (an upsert's clocks, list
+    /// element identities), if it carries any. A replica that takes the instruction in moves its
+    /// own clock past it, so that its next writes are newer than anything it holds.
+    public var newestCarriedClock: Clock? {
+        // Most instructions carry none: nothing is collected for them.
+        guard let extras else { return nil }
+        var newest: Clock?
+        func see(_ c: Clock) { if newest.map({ c > $0 }) ?? true { newest = c } }
+        if let e = extras.element { see(e.clock) }
+        if let a = extras.after { see(a.clock) }
+        if let c = extras.clock { see(c) }
+        if let e = extras.erasedAt { see(e) }
+        for c in extras.fieldClocks.values { see(c) }
+        for seq in extras.lists.values {
+            for e in seq.entries {
+                see(e.id.clock)
+                see(e.valueClock)
+            }
+            if let c = seq.clearedBefore { see(c.clock) }
+        }
+        return newest
     }
 }

@@ -31,8 +31,13 @@ struct Integration {
     /// object, merged into an existing object) or changed more than it says. The uploader gets
     /// their state after the upload's acknowledgement.
     var corrections: [ObjectID] = []
-    /// Every object whose state changed, seen or not (what a shared storage saves).
-    var changed: [ObjectID] = []
+    /// Objects whose state changed without an effect naming them (kept with an erased object,
+    /// a newer create, a link that waits for them): with the effects' objects, what a shared
+    /// storage saves.
+    var changedWithoutEffects: [ObjectID] = []
+    /// Whether the effects are the uploaded instructions as they came (the usual case: every
+    /// instruction took effect as written), so that their text need not be made again.
+    var effectsAreTheInstructions = false
     /// Every object the effects touched.
     var touched: [ObjectID] { effects.objectIDs }
 }
@@ -113,6 +118,7 @@ struct Integrator {
     func integrate(_ uploaded: SyncChangeset) throws -> Integration {
         // Merged by clock alone: what a later instruction of the changeset makes moot goes first.
         let changeset = uploaded.normalized()
+        let normal = changeset.instructions.count == uploaded.instructions.count
         // A large changeset's new objects are put together on another core meanwhile.
         let instructions = changeset.instructions, schema = store.schema
         let whole = instructions.count < instructionsWorthAnotherCore ? nil : Eventually { CreateRuns(instructions, schema: schema) }
@@ -153,9 +159,12 @@ struct Integrator {
             result.rejected = denied.isEmpty ? [] : order.filter { denied[$0] != nil }.map {
                 CompensatingWrite(className: $0.className, primaryKey: $0.primaryKey, reason: denied[$0] ?? "")
             }
-            result.corrections = (order + applied.others).filter { applied.corrections.contains($0) }
-            result.changed = (order + applied.others).filter { applied.changed.contains($0) }
+            if !applied.corrections.isEmpty { result.corrections = (order + applied.others).filter { applied.corrections.contains($0) } }
+            if !applied.changedWithoutEffect.isEmpty {
+                result.changedWithoutEffects = (order + applied.others).filter { applied.changedWithoutEffect.contains($0) }
+            }
             result.effects = try effects(applied, order: order)
+            result.effectsAreTheInstructions = normal && denied.isEmpty && applied.whole.isEmpty && applied.keptAll
             return result
         }
     }
@@ -164,9 +173,12 @@ struct Integrator {
     /// travel whole, those whose uploader must be told their state, and those that changed.
     private struct Applied {
         var kept: [SyncInstruction] = []
+        /// Whether every instruction was kept.
+        var keptAll = false
         var whole: Set<ObjectID> = []
         var corrections: Set<ObjectID> = []
-        var changed: Set<ObjectID> = []
+        /// Objects changed with no kept instruction of their own (but maybe with some of others).
+        var changedWithoutEffect: Set<ObjectID> = []
         /// Objects the changeset does not name that changed with it (holders of links to an
         /// object that was erased or came back, objects a link now waits for), in order.
         var others: [ObjectID] = []
@@ -218,32 +230,34 @@ struct Integrator {
         func keep(_ r: Range<Int>) {
             if let last = kept.last, last.upperBound == r.lowerBound { kept[kept.count - 1] = last.lowerBound..<r.upperBound } else { kept.append(r) }
         }
-        let named = Set(changeset.instructions.objectIDs)
+        // The objects the changeset names: made only when another object changes with it.
+        var namedSet: Set<ObjectID>?
+        func named(_ id: ObjectID) -> Bool {
+            if namedSet == nil { namedSet = Set(changeset.instructions.objectIDs) }
+            return namedSet?.contains(id) == true
+        }
         func note(_ result: (outcome: Outcome, holders: [ObjectID], awaited: [ObjectID]), _ k: Int) {
-            for a in result.awaited where !named.contains(a) && !applied.changed.contains(a) {
+            for a in result.awaited where !named(a) && !applied.others.contains(a) {
                 applied.others.append(a)
-                applied.changed.insert(a)
+                applied.changedWithoutEffect.insert(a)
             }
             for h in result.holders {
-                if !named.contains(h), !applied.others.contains(h) { applied.others.append(h) }
+                if !named(h), !applied.others.contains(h) { applied.others.append(h) }
                 applied.whole.insert(h)
                 applied.corrections.insert(h)
-                applied.changed.insert(h)
+                applied.changedWithoutEffect.insert(h)
             }
-            let outcome = result.outcome
             let id = all[k].objectID
-            switch outcome {
+            switch result.outcome {
             case .none:
                 applied.corrections.insert(id)
             case .hidden:
                 applied.corrections.insert(id)
-                applied.changed.insert(id)
+                applied.changedWithoutEffect.insert(id)
             case .plain:
                 keep(k..<k + 1)
-                applied.changed.insert(id)
             case .whole:
                 keep(k..<k + 1)
-                applied.changed.insert(id)
                 applied.whole.insert(id)
                 applied.corrections.insert(id)
             }
@@ -258,10 +272,7 @@ struct Integrator {
                 try store.createMany(batchClass, batch.map(\.doc))
                 try recordCreated(batchClass, batch.map(\.block), clock)
                 try store.withMetadata { try $0.execute("RELEASE atoll_batch") }
-                for b in batch {
-                    keep(b.block.indices)
-                    if let first = b.block.first { applied.changed.insert(first.objectID) }
-                }
+                for b in batch { keep(b.block.indices) }
             } catch {
                 // One of them cannot be created whole: each goes on its own.
                 try store.withMetadata { sql in
@@ -302,7 +313,8 @@ struct Integrator {
             i += 1
         }
         try flush()
-        applied.kept = kept.count == 1 && kept[0] == all.indices ? all : kept.flatMap { all[$0] }
+        applied.keptAll = kept.count == 1 && kept[0] == all.indices || all.isEmpty
+        applied.kept = applied.keptAll ? all : kept.flatMap { all[$0] }
         return applied
     }
 
@@ -328,9 +340,16 @@ struct Integrator {
     /// recorded): they can be created whole, in batches.
     private func freshObjects(_ instructions: [SyncInstruction], live: [String: Set<String>]) throws -> Set<ObjectID> {
         // Objects whose first instruction here is their create (one erased first is not new).
+        // Looked at where each run of an object's instructions begins (a later run of an object
+        // is not its first), through the buffer: an element read by subscript is copied whole.
         var creates = [ObjectID]()
-        var seen = Set<ObjectID>()
-        for ins in instructions where seen.insert(ins.objectID).inserted && ins.op == .create { creates.append(ins.objectID) }
+        instructions.withUnsafeBufferPointer { all in
+            var seen = Set<ObjectID>()
+            for i in all.indices where i == 0 || all[i].className != all[i - 1].className || all[i].primaryKey != all[i - 1].primaryKey {
+                let id = all[i].objectID
+                if seen.insert(id).inserted, all[i].op == .create { creates.append(id) }
+            }
+        }
         var out = Set<ObjectID>(minimumCapacity: creates.count)
         for (cls, keys) in creates.keysByClass {
             guard (try? ObjectState.primaryKeyName(store, cls)) != nil else { continue }

@@ -749,8 +749,8 @@ package final class SyncApp: @unchecked Sendable {
                 var commit = SyncCommit(uploadCursor: (s.file, cs.clientVersion))
                 if !result.effects.isEmpty {
                     version = next
-                    // The effects are a subsequence of the instructions: as many means the same.
-                    if result.effects.count == instructions.count, result.effects == instructions, let encoded = speculative?.value() {
+                    // The effects are then the instructions: their text was made on the other core.
+                    if result.effectsAreTheInstructions, let encoded = speculative?.value() {
                         effects = encoded
                     } else {
                         effects = EncodedEffects(result.effects, serverVersion: version, clock: cs.clock)
@@ -758,7 +758,7 @@ package final class SyncApp: @unchecked Sendable {
                     commit.entry = HistoryEntry(version: version, file: s.file, clientVersion: cs.clientVersion, clock: cs.clock,
                                                 user: s.user.id, changeset: effects.changesetText)
                 }
-                commit.touched = result.changed
+                commit.touched = effects.order + result.changedWithoutEffects
                 return commit
             }
             s.uploadCursor = cs.clientVersion
@@ -928,6 +928,14 @@ package final class SyncApp: @unchecked Sendable {
         }
         let keys = order.map { keyText($0.primaryKey) }
         let correct = Set(corrections)
+        // The objects the effects name, made once and only when needed (a large changeset's are many).
+        var namedSet: Set<ObjectID>?
+        func named() -> Set<ObjectID> {
+            if let namedSet { return namedSet }
+            let made = Set(order)
+            namedSet = made
+            return made
+        }
         // Sessions with the same view share one query.
         var cache = [String: [ViewQuery: Set<String>]]()
         var metas = [String: ObjectMetadata]()
@@ -1031,10 +1039,10 @@ package final class SyncApp: @unchecked Sendable {
                     }
                 }
             }
-            if isOrigin {
+            if isOrigin, !corrections.isEmpty {
                 // Corrected objects the effects do not name (none of the origin's instructions on
                 // them took effect as written).
-                let named = Set(order)
+                let named = named()
                 for id in corrections where !named.contains(id) {
                     let cls = id.className, key = keyText(id.primaryKey)
                     guard let view = s.views[cls] else { continue }
@@ -1056,11 +1064,13 @@ package final class SyncApp: @unchecked Sendable {
                         out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
                     }
                 }
-                try tellGone(s, gone, version: version)
             }
-            let named = Set(order)
-            for h in try linkHolders(s, of: entered) where !named.contains(h) {
-                if let text = try upsertText(h.className, h, keyText(h.primaryKey)) { out.append(.text(text)) }
+            if isOrigin { try tellGone(s, gone, version: version) }
+            if !entered.isEmpty {
+                let named = named()
+                for h in try linkHolders(s, of: entered) where !named.contains(h) {
+                    if let text = try upsertText(h.className, h, keyText(h.primaryKey)) { out.append(.text(text)) }
+                }
             }
             guard !out.isEmpty else { continue }
             let everything = whole == order.count && !order.isEmpty

@@ -690,7 +690,7 @@ public final class SyncSession: @unchecked Sendable {
                 let applier = Applier(store: store, sql: sql, pending: pending)
                 for (ins, c) in instructions {
                     if c != .zero { clock.observe(c) }
-                    for carried in ins.carriedClocks { clock.observe(carried) }
+                    if let carried = ins.newestCarriedClock { clock.observe(carried) }
                 }
                 // What a bootstrap may evict: the objects the device held before it.
                 let held = bootstrap ? try heldObjects(sql) : [:]

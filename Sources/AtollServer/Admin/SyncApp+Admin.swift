@@ -260,7 +260,7 @@ extension SyncApp {
             effects = encoded
             return SyncCommit(entry: HistoryEntry(version: version, file: 0, clientVersion: 0, clock: clock, user: "admin",
                                                   changeset: encoded.changesetText),
-                              touched: result.changed)
+                              touched: encoded.order + result.changedWithoutEffects)
         }
         latestVersion = version
         metrics.integrated(seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9, instructions: instructions.count)
