@@ -22,6 +22,12 @@ import XCTest
 /// - `shared-*`: anyone sets name, level and the embedded info: the name ends as one of the
 ///   names written, and the last round proves last-writer-wins by clock, not by arrival.
 /// - `fresh-*`: created by any client, sometimes by two at once: it exists, merged.
+/// - `revived-*`: deleted (15% of all operations), replaced whole (which brings a deleted key
+///   back), re-created and written field by field, by anyone: no one rule decides them, so they
+///   are checked by the replicas agreeing with the server, and the last round decides two of
+///   them by clock: an older delete loses to a newer delete-and-create (a replace of an object
+///   the writer still has is an update, and a delete wins over updates), an older replace to a
+///   newer delete.
 struct ConvergenceModel {
     var scores: [String: Int64] = [:]
     var labels: [String: Set<String>] = [:]
@@ -31,11 +37,17 @@ struct ConvergenceModel {
     var names: [String: Set<String>] = [:]
     var created: Set<String> = []
     var lastName: [String: String] = [:]
+    /// The revived keys' final round: present with this name, or gone (nil).
+    var lastRevived: [String: String?] = [:]
+    /// Every name a revived key was given.
+    var revivedNames: [String: Set<String>] = [:]
 }
 
-/// The randomized convergence harness (issue: proofs). N clients write at random to a few
-/// shared objects while their connections are cut and restored and the server restarts; at the
-/// end every replica and the server hold the same data, and it is what `ConvergenceModel` says.
+/// The randomized convergence harness. N clients write at random to a few shared objects while
+/// their connections are cut and restored and the server restarts; at the end every replica and
+/// the server hold the same data, and it is what `ConvergenceModel` says. The first half of the
+/// clients (at least two) are devices of one email/password user; the others each have their own
+/// anonymous user.
 ///
 /// Environment: `ATOLL_CONVERGENCE_SEED` (default 1), `ATOLL_CONVERGENCE_CLIENTS` (5),
 /// `ATOLL_CONVERGENCE_OPS` (300), `ATOLL_CONVERGENCE_RESTARTS` (2), and with
@@ -130,7 +142,7 @@ final class ConvergenceTests: XCTestCase {
 
         let directory = NSTemporaryDirectory() + "atoll-convergence-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { if ProcessInfo.processInfo.environment["KEEPDIR"] == nil { try? FileManager.default.removeItem(atPath: directory) } else { print("kept", directory) } }
         let server = try Server(directory: directory, instances: instanceCount)
         defer { server.stop() }
         let schema = try {
@@ -140,10 +152,17 @@ final class ConvergenceTests: XCTestCase {
         }()
 
         var clients = [Client]()
+        let sharedUser = max(2, clientCount / 2)
         for i in 0..<clientCount {
             let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.url(for: i),
                                                               metadataDirectory: directory + "/app\(i)", connectTimeout: 5))
-            let user = try runToCompletion { try await app.login(.anonymous) }
+            let user: User
+            if i < sharedUser {
+                if i == 0 { try runToCompletion { try await app.registerEmail("devices@example.com", password: "secret-1") } }
+                user = try runToCompletion { try await app.login(.emailPassword(email: "devices@example.com", password: "secret-1")) }
+            } else {
+                user = try runToCompletion { try await app.login(.anonymous) }
+            }
             var sync = SyncConfiguration(mode: .flexible)
             sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Item")]
             let configuration = Configuration(path: directory + "/client\(i).realm", schema: schema)
@@ -202,6 +221,26 @@ final class ConvergenceTests: XCTestCase {
             let n = Int.random(in: 0..<2, using: &random)
             try store.write {
                 for _ in 0...Int.random(in: 0..<3, using: &random) {
+                    // Three in twenty operations delete, two replace a revived key whole, one
+                    // sets a field of it; the rest are the other kinds, evenly.
+                    let kind = Int.random(in: 0..<20, using: &random)
+                    if kind < 6 {
+                        let key = "revived-\(Int.random(in: 0..<4, using: &random))"
+                        let exists = try store.object("Item", primaryKey: .string(key)) != nil
+                        let v = unique(c)
+                        switch kind {
+                        case 0..<3:
+                            if exists { try store.delete("Item", primaryKey: .string(key)) }
+                        case 3..<5:
+                            _ = try store.create("Item", Self.whole(key, v, level: Int64(counter)), update: .all)
+                            model.revivedNames[key, default: []].insert(v)
+                        default:
+                            guard exists else { break }
+                            _ = try store.create("Item", ["_id": .string(key), "name": .string(v)], update: .modified)
+                            model.revivedNames[key, default: []].insert(v)
+                        }
+                        continue
+                    }
                     switch Int.random(in: 0..<9, using: &random) {
                     case 0:
                         let delta = Int64.random(in: -5...10, using: &random)
@@ -294,8 +333,13 @@ final class ConvergenceTests: XCTestCase {
         }
         newer.session.resume()
         clients[newer.number].paused = false
+        // The same for deletes and re-creates: the older delete of revived-0 loses to the newer
+        // delete-and-create (which leaves exactly what it created: nothing older survives its
+        // delete), the older replace of revived-1 to the newer delete.
         try older.store.write {
             for n in 0..<3 { _ = try older.store.create("Item", ["_id": .string("shared-\(n)"), "name": .string("older-\(n)")], update: .modified) }
+            if try older.store.object("Item", primaryKey: .string("revived-0")) != nil { try older.store.delete("Item", primaryKey: .string("revived-0")) }
+            _ = try older.store.create("Item", Self.whole("revived-1", "older-r1", level: 1), update: .all)
         }
         Thread.sleep(forTimeInterval: 0.3)
         _ = try newer.store.refresh()
@@ -304,6 +348,21 @@ final class ConvergenceTests: XCTestCase {
                 _ = try newer.store.create("Item", ["_id": .string("shared-\(n)"), "name": .string("newer-\(n)")], update: .modified)
                 model.lastName["shared-\(n)"] = "newer-\(n)"
             }
+            // Deleted where it is, or made and deleted (an erase either way: a create alone on a
+            // key this replica saw erased would merge with writes newer than that erase), then
+            // created whole.
+            if try newer.store.object("Item", primaryKey: .string("revived-0")) == nil {
+                _ = try newer.store.create("Item", ["_id": .string("revived-0")])
+            }
+            try newer.store.delete("Item", primaryKey: .string("revived-0"))
+            _ = try newer.store.create("Item", Self.whole("revived-0", "newer-r0", level: 2), update: .all)
+            model.lastRevived["revived-0"] = "newer-r0"
+            // Deleted where it is, or made and deleted in one transaction: an erase either way.
+            if try newer.store.object("Item", primaryKey: .string("revived-1")) == nil {
+                _ = try newer.store.create("Item", ["_id": .string("revived-1")])
+            }
+            try newer.store.delete("Item", primaryKey: .string("revived-1"))
+            model.lastRevived["revived-1"] = .some(nil)
         }
         try newer.session.waitForUpload(timeout: 60)
 
@@ -371,6 +430,18 @@ final class ConvergenceTests: XCTestCase {
             check(objects[key]?["name"]?.stringValue.map(names.contains) ?? false, "\(key)'s name was never written")
         }
         for (key, name) in model.lastName { check(objects[key]?["name"] == .string(name), "\(key): the newest write wins") }
+        for (key, last) in model.lastRevived {
+            if let name = last {
+                let expected = Self.whole(key, name, level: 2)
+                check(objects[key].map { d in zip(expected.keys, expected.values).allSatisfy { d[$0.0] == $0.1 } } ?? false,
+                      "\(key): the newer delete-and-create wins over the older delete, got \(String(describing: objects[key]))")
+            } else {
+                check(objects[key] == nil, "\(key): the newer delete wins over the older replace")
+            }
+        }
+        for (key, names) in model.revivedNames where model.lastRevived[key] == nil {
+            if let d = objects[key] { check(d["name"]?.stringValue.map(names.contains) ?? false, "\(key)'s name was never written") }
+        }
         stressReport(suite: "convergence", rounds: 1, operations: operations, faults: faults, lost: violations,
                      figures: "seed \(seed), \(clientCount) clients, \(objects.count) objects, \(restarts) server restarts, \(instanceCount) instance(s)")
         print("convergence: seed \(seed): \(clientCount) replicas and the server checked on \(objects.count) objects; \(faults) faults injected")
@@ -383,6 +454,12 @@ final class ConvergenceTests: XCTestCase {
             for c in clients { try c.session.waitForUpload(timeout: 60) }
             for c in clients { try c.session.waitForDownload(timeout: 60) }
         }
+    }
+
+    /// A whole Item, every property given: what a replace with `update: .all` leaves.
+    static func whole(_ key: String, _ name: String, level: Int64) -> Document {
+        ["_id": .string(key), "name": .string(name), "score": .int(0), "level": .int(level), "tags": .list([.string(name)]),
+         "labels": .list([.string(name)]), "attrs": .object(["by": .string(name)]), "info": .object(["city": .string(name), "zip": .int(level)])]
     }
 
     /// Every Item as sorted JSON lines, sets sorted (their order is each replica's own).

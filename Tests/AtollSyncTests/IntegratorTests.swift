@@ -345,10 +345,6 @@ final class IntegratorTests: XCTestCase {
                 let (name, instructions) = kinds(node: Int64(pick.1), ms: ms[n])[pick.0]
                 return (name: name, clock: clock(ms[n], Int64(pick.1)), instructions: instructions)
             }
-            // Known limit (docs/protocol.md, "Limits"): an erase, a create older than it
-            // (a revive) and a newer write may diverge when the write arrives first.
-            let names = Set(picks.map(\.name))
-            if names.contains("erase"), names.contains("create") { continue }
             var results = Set<String>()
             for order in orders {
                 let store = try makeStore()
@@ -361,9 +357,9 @@ final class IntegratorTests: XCTestCase {
                            + results.sorted().joined(separator: "\n"))
             checked += 1
         }
-        XCTAssertGreaterThan(checked, triples.count / 2)
+        XCTAssertEqual(checked, triples.count)
         stressReport(suite: "triples", rounds: checked, operations: checked * orders.count * 3, faults: 0, lost: diverged,
-                     figures: "\(checked) triples of \(count) kinds in 6 orders (\(triples.count - checked) skipped: the documented erase/revive limit)")
+                     figures: "\(checked) triples of \(count) kinds in 6 orders")
     }
 
     // MARK: - Rules and bad input
