@@ -50,7 +50,8 @@ struct ConvergenceModel {
 /// anonymous user.
 ///
 /// Environment: `ATOLL_CONVERGENCE_SEED` (default 1), `ATOLL_CONVERGENCE_CLIENTS` (5),
-/// `ATOLL_CONVERGENCE_OPS` (300), `ATOLL_CONVERGENCE_RESTARTS` (2), and with
+/// `ATOLL_CONVERGENCE_OPS` (300), `ATOLL_CONVERGENCE_RESTARTS` (2), `ATOLL_CONVERGENCE_KEEP=1`
+/// (keep the realm files and the server's data, whose history shows every changeset), and with
 /// `ATOLL_SYNC_STORE=postgres` `ATOLL_CONVERGENCE_INSTANCES` (3: instances on one database, the
 /// clients spread over them, restarts taking one instance at a time). The seed fixes the
 /// operations and the fault schedule; thread timing is the machine's, so a failure names its
@@ -142,7 +143,9 @@ final class ConvergenceTests: XCTestCase {
 
         let directory = NSTemporaryDirectory() + "atoll-convergence-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { if ProcessInfo.processInfo.environment["KEEPDIR"] == nil { try? FileManager.default.removeItem(atPath: directory) } else { print("kept", directory) } }
+        defer {
+            if env["ATOLL_CONVERGENCE_KEEP"] == "1" { print("convergence: the files are kept in \(directory)") } else { try? FileManager.default.removeItem(atPath: directory) }
+        }
         let server = try Server(directory: directory, instances: instanceCount)
         defer { server.stop() }
         let schema = try {
