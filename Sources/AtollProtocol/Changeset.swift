@@ -12,11 +12,16 @@ public enum SyncOp: String, Sendable, CaseIterable {
     case upsert
     /// Server to client only: the object left the view; remove it from the device only.
     case evict
+    /// Server to client only, after a resume: of the class, the view holds exactly the objects
+    /// whose primary keys `value` lists; remove every other one the device holds from the device
+    /// only (except those with unacknowledged changes). The server says this instead of naming
+    /// objects that left the view when it may not name them to this user.
+    case keep
 
     /// Whether the instruction carries a `value`.
     public var carriesValue: Bool {
         switch self {
-        case .set, .listInsert, .listSet, .setInsert, .setErase, .dictionarySet, .addInteger: return true
+        case .set, .listInsert, .listSet, .setInsert, .setErase, .dictionarySet, .addInteger, .keep: return true
         default: return false
         }
     }

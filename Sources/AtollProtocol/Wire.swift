@@ -132,7 +132,7 @@ extension SyncInstruction {
             }
         }
         switch op {
-        case .create, .erase, .evict, .upsert, .listClear, .setClear, .dictionaryClear:
+        case .create, .erase, .evict, .upsert, .keep, .listClear, .setClear, .dictionaryClear:
             break
         default:
             guard !path.isEmpty else { throw ProtocolError("instruction \(op.rawValue): \"path\" is missing") }

@@ -30,6 +30,8 @@ public struct AppConfiguration: Sendable {
     public var rulesSource: Value?
     /// The `"auth"` part of the config, read by the app API.
     public var auth: Value?
+    /// What one user's subscriptions may cost (`"queryLimits"`).
+    public var queryLimits = QueryLimits()
 
     /// The default app: flexible sync, development mode, everyone may read and write.
     public init(id: String) {
@@ -113,6 +115,7 @@ public struct AppConfiguration: Sendable {
             throw AtollError(.invalidArgument, "app \(id): an app with a fixed schema needs \"rules\" (use {\"default\": {\"roles\": [{\"name\": \"all\", \"read\": true, \"write\": true}]}} to allow everything)")
         }
         auth = d["auth"]
+        if let limits = d["queryLimits"] { queryLimits = try QueryLimits(json: limits) }
     }
 }
 

@@ -191,7 +191,7 @@ final class ObjectState {
         switch ins.op {
         case .create: return try create(clock, &record, live: live)
         case .erase: return try erase(clock, &record, live: live)
-        case .upsert, .evict: throw ProtocolError("\(ins.op.rawValue) is sent by the server only")
+        case .upsert, .evict, .keep: throw ProtocolError("\(ins.op.rawValue) is sent by the server only")
         default: break
         }
         // A write older than the object's newest erase is gone (a list insert older than the
@@ -479,9 +479,16 @@ final class ObjectState {
             guard var seq = try tables.list(cls, pk, p.name) else { continue }
             let target = linkTarget(p)
             if let target {
-                for e in seq.entries where e.shown {
-                    guard let key = e.value.flatMap(Self.linkKey), try !shows(target, key, at: e.valueClock) else { continue }
-                    _ = seq.hide(e.id)
+                // Each kept link shows as its object is now: one hidden while the object it names
+                // was missing may show now (that object came while this one was not there to
+                // show it), one shown may have to wait.
+                for e in seq.entries where e.alive {
+                    guard let key = e.value.flatMap(Self.linkKey) else { continue }
+                    if try shows(target, key, at: e.valueClock) {
+                        if e.hidden { _ = seq.show(e.id) }
+                        continue
+                    }
+                    if e.shown { _ = seq.hide(e.id) }
                     if try mayShow(target, key, at: e.valueClock) {
                         try wait(for: ObjectID(target.name, key), .init(holder: id, path: p.name, element: e.id, clock: e.valueClock))
                     }

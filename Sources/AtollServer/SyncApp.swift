@@ -14,10 +14,35 @@ struct Subscription: Sendable, Hashable {
 }
 
 /// The query that decides which objects of one class a session sees: its subscriptions' queries
-/// OR-ed, AND-ed with the read rule.
+/// OR-ed, run with what the session's user may read (the read rule of this class for the
+/// objects themselves, and of every class for what the query's key paths look at).
 struct ViewQuery: Hashable {
     var text: String
     var arguments: [Value]
+    /// Nil for a query of the app's own (a write rule): it sees everything, at any cost.
+    var access: ReadAccess?
+    /// What a user's query may cost (with `access`).
+    var limits = QueryLimits()
+    /// Every object of the class: the query is TRUEPREDICATE and the user may read them all.
+    let isWholeClass: Bool
+
+    init(_ className: String, text: String, arguments: [Value], access: ReadAccess?, limits: QueryLimits = QueryLimits()) {
+        self.text = text
+        self.arguments = arguments
+        self.access = access
+        self.limits = limits
+        isWholeClass = text == "TRUEPREDICATE" && (access.map { $0.rule(className) == .everything } ?? true)
+    }
+
+    /// The objects of `cls` the view holds, with `extra` (a condition on the query's arguments
+    /// and `extraArguments`) AND-ed. A user's view reads within its time budget.
+    func results(_ store: Store, _ cls: String, and extra: String? = nil, _ extraArguments: [Value] = []) throws -> Results {
+        let query = extra.map { "(\(text)) AND \($0)" } ?? text
+        guard let access else { return try store.objects(cls, where: query, arguments + extraArguments) }
+        let results = try store.objects(cls, where: query, arguments + extraArguments, readableBy: access, maxLinkDepth: limits.maxLinkDepth)
+        results.timeBudget = limits.querySeconds
+        return results
+    }
 }
 
 /// One bound realm of one connection. Changed only on its app's queue.
@@ -36,6 +61,9 @@ final class Session {
     /// Whether the session gets steady-state downloads (bootstrapped or resumed).
     var ready = false
     var uploadCursor: UInt64 = 0
+    /// The newest of its changesets the client has been told of (acknowledged): changesets after
+    /// it and through `uploadCursor` were integrated but their acknowledgement was lost.
+    var clientAcked: UInt64 = 0
     var downloadCursor: UInt64 = 0
     /// The parts so far of a changeset that arrives in parts.
     var partial: SyncChangeset?
@@ -73,6 +101,9 @@ package final class SyncApp: @unchecked Sendable {
     var maxDownloadBytes = 1 << 20
     /// What one connection may send (set by the server before it starts).
     var limits = SyncLimits(maxUploadsPerSecond: 0, maxPendingBytes: 256 << 20)
+    /// Users whose subscription ran past its time budget, and until when (uptime nanoseconds)
+    /// they may not subscribe again.
+    var cooldowns: [String: UInt64] = [:]
     /// The server's wall clock in milliseconds (a simulation gives its own).
     package var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
@@ -278,7 +309,14 @@ package final class SyncApp: @unchecked Sendable {
             }
             s.file = ident
             s.uploadCursor = known.uploadCursor
+            // A client that says what it was told of has the changesets after it sent again.
+            s.clientAcked = min(known.uploadCursor, try m.uint("uploadCursor", default: known.uploadCursor))
         } else {
+            // A new file has downloaded nothing: it cannot resume (a resume from a made-up cursor
+            // would be told about objects it never held).
+            guard try m.uint("downloadCursor", default: 0) == 0 else {
+                throw SyncErrorMessage(.badMessage, "bind: a new client file (no \"file\") starts at downloadCursor 0", session: number)
+            }
             let salt = Int64.random(in: 1...Int64.max)
             s.file = try storage.createFile(user: connection.user.id, salt: salt)
             connection.send(.doc(["type": .string("ident"), "session": .int(number),
@@ -295,7 +333,7 @@ package final class SyncApp: @unchecked Sendable {
         metrics.update { $0.sessions += 1 }
         log.debug("bound", ["app": configuration.id, "user": connection.user.id, "session": "\(number)", "file": "\(s.file)"])
         // What the server has of the client's uploads: it re-sends what comes after.
-        connection.send(.doc(["type": .string("uploadAck"), "session": .int(number), "clientVersion": .int(Int64(s.uploadCursor))]))
+        connection.send(.doc(["type": .string("uploadAck"), "session": .int(number), "clientVersion": .int(Int64(s.clientAcked))]))
         if s.partitionMode {
             s.subscriptions = try partitionSubscriptions(s.partition)
             s.queryVersion = 0
@@ -431,17 +469,28 @@ package final class SyncApp: @unchecked Sendable {
         let version = try m.int("version")
         var subscriptions = [Subscription]()
         var error: String?
-        for q in try m.list("queries") {
+        let limits = configuration.queryLimits
+        let access = readAccess(s.user)
+        let queries = try m.list("queries")
+        if queries.count > limits.maxSubscriptions {
+            error = "\(queries.count) subscriptions in one set: at most \(limits.maxSubscriptions)"
+        }
+        for q in queries {
             let f = try Fields(q, "query")
+            var text = try f.optionalString("query") ?? "TRUEPREDICATE"
+            // An empty query is every object, as in a store query.
+            if text.allSatisfy(\.isWhitespace) { text = "TRUEPREDICATE" }
             let sub = Subscription(name: try f.optionalString("name") ?? "", className: try f.string("class"),
-                                   query: try f.optionalString("query") ?? "TRUEPREDICATE", arguments: try f.list("args"))
-            if error == nil { error = check(sub) }
+                                   query: text, arguments: try f.list("args"))
+            if error == nil { error = check(sub, access) }
             subscriptions.append(sub)
         }
+        if error == nil, let until = cooldowns[s.user.id], until > DispatchTime.now().uptimeNanoseconds {
+            let seconds = Int((until - DispatchTime.now().uptimeNanoseconds) / 1_000_000_000) + 1
+            error = "a subscription of this user ran past its time budget (\(limits.querySeconds) s): no new subscriptions for \(seconds) s"
+        }
         if let error {
-            metrics.error(SyncErrorCode.invalidFlexibleSyncSubscriptions.rawValue)
-            recentErrors.add(SyncErrorMessage(.invalidFlexibleSyncSubscriptions, error, session: s.number), user: s.user.id)
-            s.connection.send(.doc(["type": .string("queryError"), "session": .int(s.number), "version": .int(version), "message": .string(error)]))
+            refuseQuery(s, version: version, error)
             return
         }
         // The version this session has already: nothing to do (a client that sends it twice does
@@ -452,25 +501,55 @@ package final class SyncApp: @unchecked Sendable {
             return
         }
         let complete = try m.bool("complete", default: false)
-        let previousVersion = s.queryVersion
+        let previous = (subscriptions: s.subscriptions, version: s.queryVersion, views: s.views)
         s.subscriptions = subscriptions
         s.queryVersion = version
-        try computeViews(s)
-        if complete && s.downloadCursor > 0 && previousVersion < 0 {
-            try resume(s, from: s.downloadCursor)
-        } else {
-            try bootstrap(s, version: version)
+        // The views whole (many subscriptions OR-ed are deeper than each), then counted: a set
+        // that fails here is refused and the session keeps the one it had, with nothing sent.
+        let plan: BootstrapPlan?
+        do {
+            try computeViews(s)
+            for (cls, view) in s.views { _ = try view.results(store, cls) }
+            plan = complete && s.downloadCursor > 0 && previous.version < 0 ? nil : try bootstrapPlan(s)
+        } catch let failure as AtollError where [.queryInvalid, .querySyntax, .timeout, .typeMismatch, .noSuchProperty].contains(failure.code) {
+            (s.subscriptions, s.queryVersion, s.views) = previous
+            if failure.code == .timeout { cooldowns[s.user.id] = DispatchTime.now().uptimeNanoseconds + UInt64(limits.cooldownSeconds * 1e9) }
+            refuseQuery(s, version: version, "the subscriptions as a whole: \(failure.message)")
+            return
+        }
+        // From here on the client is being sent the new view: a failure ends the session.
+        do {
+            if let plan { try bootstrap(s, plan, version: version) } else { try resume(s, from: s.downloadCursor) }
+        } catch {
+            if (error as? AtollError)?.code == .timeout {
+                cooldowns[s.user.id] = DispatchTime.now().uptimeNanoseconds + UInt64(limits.cooldownSeconds * 1e9)
+            }
+            drop(s, because: error, while: "sending it its subscriptions' objects")
         }
     }
 
-    /// Why the server will not serve a subscription, or nil.
-    func check(_ sub: Subscription) -> String? {
+    /// Tells the session its subscription set `version` is refused, and why.
+    private func refuseQuery(_ s: Session, version: Int64, _ message: String) {
+        metrics.error(SyncErrorCode.invalidFlexibleSyncSubscriptions.rawValue)
+        recentErrors.add(SyncErrorMessage(.invalidFlexibleSyncSubscriptions, message, session: s.number), user: s.user.id)
+        s.connection.send(.doc(["type": .string("queryError"), "session": .int(s.number), "version": .int(version), "message": .string(message)]))
+    }
+
+    /// Why the server will not serve a subscription, or nil: what a store query refuses, and
+    /// what the app's query limits and queryable fields do not allow. Key paths see what
+    /// `access` lets the user read.
+    func check(_ sub: Subscription, _ access: ReadAccess) -> String? {
         guard let cls = schema.classes.first(where: { $0.name == sub.className }) else {
             return "subscription '\(sub.name)': no class named '\(sub.className)'"
         }
         if cls.isEmbedded { return "subscription '\(sub.name)': '\(sub.className)' is embedded; subscribe to its owner" }
+        let limits = configuration.queryLimits
+        let bytes = sub.query.utf8.count + Wire.encode(.list(sub.arguments)).utf8.count
+        if bytes > limits.maxQueryBytes {
+            return "subscription '\(sub.name)': its query and arguments take \(bytes) bytes, more than \(limits.maxQueryBytes)"
+        }
         do {
-            let results = try store.objects(sub.className, where: sub.query, sub.arguments)
+            let results = try store.objects(sub.className, where: sub.query, sub.arguments, readableBy: access, maxLinkDepth: limits.maxLinkDepth)
             guard results.isPlainFilter else {
                 return "subscription '\(sub.name)': SORT, DISTINCT and LIMIT are not allowed in subscriptions"
             }
@@ -494,31 +573,49 @@ package final class SyncApp: @unchecked Sendable {
     func computeViews(_ s: Session) throws {
         var byClass = [String: [Subscription]]()
         for sub in s.subscriptions { byClass[sub.className, default: []].append(sub) }
+        let access = readAccess(s.user)
         var views = [String: ViewQuery]()
         for (cls, subs) in byClass {
-            guard let role = configuration.rules.role(cls, for: s.user) else { continue }
+            if access.rule(cls) == .nothing { continue }
             var text = ""
             var arguments = [Value]()
             // A subscription to the whole class makes the others moot; the view is then plain
             // TRUEPREDICATE, which `matching` answers without a query.
             let whole = subs.contains { $0.query.trimmingCharacters(in: .whitespacesAndNewlines).uppercased() == "TRUEPREDICATE" }
+            var parts = [String]()
             for sub in subs where !whole {
-                let shifted = QueryText.shiftArguments(sub.query, by: arguments.count)
-                text += (text.isEmpty ? "" : " OR ") + "(\(shifted))"
+                parts.append("(\(QueryText.shiftArguments(sub.query, by: arguments.count)))")
                 arguments += sub.arguments
             }
-            if whole { text = "TRUEPREDICATE" }
-            switch role.read.kind {
-            case .never: continue
-            case .always: break
-            case .query:
-                guard let (read, readArgs) = role.read.bound(to: s.user) else { continue }
-                text = whole ? read : "(\(text)) AND (\(QueryText.shiftArguments(read, by: arguments.count)))"
-                arguments += readArgs
+            // OR-ed as a balanced tree: a chain of a hundred ORs nests a hundred deep, past what
+            // SQLite's parser takes.
+            func or(_ parts: ArraySlice<String>) -> String {
+                guard parts.count > 1 else { return parts.first ?? "FALSEPREDICATE" }
+                let mid = parts.startIndex + parts.count / 2
+                return "(" + or(parts[..<mid]) + " OR " + or(parts[mid...]) + ")"
             }
-            views[cls] = ViewQuery(text: text, arguments: arguments)
+            text = whole ? "TRUEPREDICATE" : or(parts[...])
+            views[cls] = ViewQuery(cls, text: text, arguments: arguments, access: access, limits: configuration.queryLimits)
         }
         s.views = views
+    }
+
+    /// What `user` may read of every class: its role's read rule, bound to it (no role: nothing).
+    func readAccess(_ user: RuleUser) -> ReadAccess {
+        var rules = [String: ReadAccess.Rule]()
+        for cls in schema.classes where !cls.isEmbedded {
+            guard let role = configuration.rules.role(cls.name, for: user) else {
+                rules[cls.name] = .nothing
+                continue
+            }
+            switch role.read.kind {
+            case .always: rules[cls.name] = .everything
+            case .never: rules[cls.name] = .nothing
+            case .query:
+                if let (text, arguments) = role.read.bound(to: user) { rules[cls.name] = .matching(text, arguments) } else { rules[cls.name] = .nothing }
+            }
+        }
+        return ReadAccess(rules: rules)
     }
 
     /// The primary key texts of the objects of a class that a view holds (among `keys`, if given).
@@ -526,14 +623,15 @@ package final class SyncApp: @unchecked Sendable {
         guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { return [] }
         var out = Set<String>()
         if let keys {
-            if view.text == "TRUEPREDICATE" { return Set(try store.primaryKeys(cls, among: keys).map(keyText)) }
+            if view.isWholeClass { return Set(try store.primaryKeys(cls, among: keys).map(keyText)) }
             for chunk in stride(from: 0, to: keys.count, by: 500) {
                 let part = Array(keys[chunk..<min(chunk + 500, keys.count)])
-                let q = "(\(view.text)) AND \(pkName) IN $\(view.arguments.count)"
-                for pk in try store.objects(cls, where: q, view.arguments + [.list(part)]).primaryKeyValues() { out.insert(keyText(pk)) }
+                for pk in try view.results(store, cls, and: "\(pkName) IN $\(view.arguments.count)", [.list(part)]).primaryKeyValues() {
+                    out.insert(keyText(pk))
+                }
             }
         } else {
-            for pk in try store.objects(cls, where: view.text, view.arguments).primaryKeyValues() { out.insert(keyText(pk)) }
+            for pk in try view.results(store, cls).primaryKeyValues() { out.insert(keyText(pk)) }
         }
         return out
     }
@@ -544,14 +642,31 @@ package final class SyncApp: @unchecked Sendable {
     /// objects are read, encoded and sent a page at a time, so that the client is reading the
     /// first batches while the server prepares the next.
     func bootstrap(_ s: Session, version: Int64) throws {
-        var views = [(cls: String, pkName: String, results: Results)]()
+        try bootstrap(s, try bootstrapPlan(s), version: version)
+    }
+
+    /// What a bootstrap will send: each view's results and how many objects they hold.
+    struct BootstrapPlan {
+        var views: [(cls: String, pkName: String, results: Results)] = []
         var total = 0
+    }
+
+    /// Each view of the session counted: where a view too costly to evaluate fails, before
+    /// anything is sent.
+    func bootstrapPlan(_ s: Session) throws -> BootstrapPlan {
+        var plan = BootstrapPlan()
         for (cls, view) in s.views.sorted(by: { $0.key < $1.key }) {
             guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { continue }
-            let results = try store.objects(cls, where: view.text, view.arguments)
-            total += try results.count()
-            views.append((cls, pkName, results))
+            let results = try view.results(store, cls)
+            plan.total += try results.count()
+            plan.views.append((cls, pkName, results))
         }
+        return plan
+    }
+
+    func bootstrap(_ s: Session, _ plan: BootstrapPlan, version: Int64) throws {
+        let views = plan.views
+        let total = plan.total
         var held = [String: Set<String>]()
         var sent = 0
         var bytes = 0
@@ -634,7 +749,12 @@ package final class SyncApp: @unchecked Sendable {
         var metas = [String: ObjectMetadata]()
         var upserted = [ObjectID]()
         s.inView = held
-        for id in touched {
+        // What left the view (or never was in it): the device may hold some of it. Only objects
+        // the user may read are named; for the others, the device is told instead which objects
+        // of their class the view holds (`keep`), and removes the rest itself.
+        let subscribed = Set(s.subscriptions.map(\.className))
+        var outside = [String: [Value]]()
+        for id in touched where subscribed.contains(id.className) {
             let key = keyText(id.primaryKey)
             if held[id.className]?.contains(key) == true, let doc = try store.object(id.className, primaryKey: id.primaryKey) {
                 let meta = try metas[id.className] ?? ObjectMetadata.load(store, className: id.className)
@@ -642,7 +762,19 @@ package final class SyncApp: @unchecked Sendable {
                 texts.append(Wire.encode(meta.upsert(id.className, id.primaryKey, key, doc).wireValue))
                 upserted.append(id)
             } else {
-                texts.append(Wire.encode(SyncInstruction(.evict, id.className, id.primaryKey).wireValue))
+                outside[id.className, default: []].append(id.primaryKey)
+            }
+        }
+        let access = readAccess(s.user)
+        for (cls, keys) in outside.sorted(by: { $0.key < $1.key }) {
+            let readable: Set<String> = access.rule(cls) == .nothing ? []
+                : try matching(cls, ViewQuery(cls, text: "TRUEPREDICATE", arguments: [], access: access), among: keys)
+            if access.rule(cls) == .everything || keys.allSatisfy({ readable.contains(keyText($0)) }) {
+                for pk in keys { texts.append(Wire.encode(SyncInstruction(.evict, cls, pk).wireValue)) }
+            } else {
+                var keep = SyncInstruction(.keep, cls, .null)
+                keep.value = .list(try s.views[cls].map { try $0.results(store, cls).primaryKeyValues() } ?? [])
+                texts.append(Wire.encode(keep.wireValue))
             }
         }
         // What the client holds that links to what it is sent (its links read as none while
@@ -698,7 +830,14 @@ package final class SyncApp: @unchecked Sendable {
         let decoded = m.decodedChangesets
         for (n, item) in try m.list("changesets").enumerated() {
             var cs = try decoded?[n] ?? SyncChangeset(wire: item)
-            guard cs.clientVersion > s.uploadCursor else { continue }
+            guard cs.clientVersion > s.clientAcked else { continue }
+            if cs.clientVersion <= s.uploadCursor {
+                // Integrated before its acknowledgement was lost, and with it what the client
+                // was to be told of it: the state of its objects now tells it all the same.
+                if case .object(let d) = item, d["more"] == .bool(true) { continue }
+                try tellOwnState(s, of: cs)
+                continue
+            }
             if let refusal = clockAhead(cs, s) {
                 s.partial = nil
                 return refuse(s.connection, refusal, reason: "clock ahead")
@@ -763,23 +902,60 @@ package final class SyncApp: @unchecked Sendable {
             }
             s.uploadCursor = cs.clientVersion
             acked = cs.clientVersion
-            if integratedBefore { continue }
+            if integratedBefore {
+                try tellOwnState(s, of: cs)
+                continue
+            }
             latestVersion = version
             metrics.integrated(seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9, instructions: cs.instructions.count)
-            // What the uploader is told of its own changeset comes after the changeset's
-            // acknowledgement: it then merges it with what it has not uploaded yet, only.
-            if !result.rejected.isEmpty || !result.corrections.isEmpty {
-                s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
-            }
+            // What the uploader is told of its own changeset (refused writes, corrections) goes
+            // in one message with the changeset's acknowledgement, so that it merges it with what
+            // it has not uploaded yet, only, and cannot get the one without the other.
+            let mail = OwnMail()
             if !result.rejected.isEmpty {
                 metrics.update { $0.rejectedWrites += result.rejected.count }
-                try compensate(s, result.rejected, clientVersion: cs.clientVersion)
+                try compensate(s, result.rejected, clientVersion: cs.clientVersion, into: mail)
             }
             if !result.effects.isEmpty || !result.corrections.isEmpty {
-                try fanOut(effects, version: version, clock: cs.clock, origin: s, corrections: result.corrections)
+                try fanOut(effects, version: version, clock: cs.clock, origin: s, corrections: result.corrections, mail: mail)
             }
+            if !mail.changesets.isEmpty { sendOwn(s, mail, acking: cs.clientVersion) }
         }
+        s.clientAcked = max(s.clientAcked, acked)
         s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
+    }
+
+    /// What the uploader is told of its own changeset, gathered to go with its acknowledgement:
+    /// changesets of already-encoded instructions, each with its clock.
+    final class OwnMail {
+        var changesets: [(clock: Clock, texts: [String])] = []
+        func add(_ clock: Clock, _ texts: [String]) { if !texts.isEmpty { changesets.append((clock, texts)) } }
+    }
+
+    /// Sends the uploader what it is told of its changeset `clientVersion`, with the changeset's
+    /// acknowledgement (`uploadAck` in the download), at the latest version.
+    private func sendOwn(_ s: Session, _ mail: OwnMail, acking clientVersion: UInt64) {
+        // A session that has not had its view yet gets it whole later: its cursor stays.
+        let version = s.ready ? latestVersion : s.downloadCursor
+        var text = "{\"type\":\"download\",\"session\":\(s.number),\"serverVersion\":\(version),\"uploadAck\":\(clientVersion),\"changesets\":["
+        text += mail.changesets.map { "{\"serverVersion\":\(version),\"clock\":" + Wire.encode($0.clock.value) + ",\"instructions\":[" + $0.texts.joined(separator: ",") + "]}" }
+            .joined(separator: ",")
+        text += "]}"
+        s.connection.send(text: text)
+        metrics.update { c in
+            c.downloads += 1
+            c.downloadBytes += text.utf8.count
+        }
+        s.clientAcked = max(s.clientAcked, clientVersion)
+        s.downloadCursor = max(s.downloadCursor, version)
+    }
+
+    /// A changeset the client sent again that was integrated already: the state now of every
+    /// object it names, with its acknowledgement (what the client was told then is lost).
+    private func tellOwnState(_ s: Session, of cs: SyncChangeset) throws {
+        let mail = OwnMail()
+        try fanOut(EncodedEffects(), version: latestVersion, clock: .zero, origin: s, corrections: cs.instructions.objectIDs, mail: mail)
+        sendOwn(s, mail, acking: cs.clientVersion)
     }
 
     /// The refusal of a changeset whose clock is further ahead of the server's wall clock than
@@ -814,7 +990,7 @@ package final class SyncApp: @unchecked Sendable {
     /// write rule always allows, and the session's view is the whole class.
     func mayWriteAll(_ s: Session, _ cls: String) -> Bool {
         guard let role = configuration.rules.role(cls, for: s.user), case .always = role.write.kind else { return false }
-        return s.views[cls]?.text == "TRUEPREDICATE"
+        return s.views[cls]?.isWholeClass == true
     }
 
     /// Which of a class's objects (as they are now in the store) the session's user may not
@@ -831,7 +1007,7 @@ package final class SyncApp: @unchecked Sendable {
         case .always: break
         case .query(let text):
             let args = role.write.bound(to: s.user)?.arguments ?? []
-            let passing = try matching(cls, ViewQuery(text: text, arguments: args), among: keys)
+            let passing = try matching(cls, ViewQuery(cls, text: text, arguments: args, access: nil), among: keys)
             for k in allowed where !passing.contains(k) { out[k] = "write not allowed by the role '\(role.name)' (\(role.write.source))" }
             allowed = allowed.intersection(passing)
         }
@@ -840,14 +1016,14 @@ package final class SyncApp: @unchecked Sendable {
             return out
         }
         // The keys are of objects in the store: a view of the whole class holds them all.
-        if view.text == "TRUEPREDICATE" { return out }
+        if view.isWholeClass { return out }
         let visible = try matching(cls, view, among: keys.filter { allowed.contains(keyText($0)) })
         for k in allowed where !visible.contains(k) { out[k] = "the object is outside the session's subscriptions (or its read rule)" }
         return out
     }
 
-    /// Tells the client which writes were refused, and sends it the server's state of them.
-    private func compensate(_ s: Session, _ rejected: [CompensatingWrite], clientVersion: UInt64) throws {
+    /// Tells the client which writes were refused, and puts the server's state of them in `mail`.
+    private func compensate(_ s: Session, _ rejected: [CompensatingWrite], clientVersion: UInt64, into mail: OwnMail) throws {
         let error = SyncErrorMessage(.writeRejected, "\(rejected.count) write(s) refused: " + (rejected.first?.reason ?? ""),
                                      session: s.number, compensatingWrites: rejected, clientVersion: clientVersion)
         metrics.error(error.code.rawValue)
@@ -875,7 +1051,7 @@ package final class SyncApp: @unchecked Sendable {
             let key = keyText(h.primaryKey)
             texts.append(Wire.encode(try ObjectMetadata.load(store, className: h.className, key: key).upsert(h.className, h.primaryKey, key, doc).wireValue))
         }
-        send(s, serverVersion: s.downloadCursor, clock: .zero, instructions: texts)
+        mail.add(.zero, texts)
     }
 
     /// The objects the session holds that link to any of `targets` (a link, or a list of links):
@@ -917,14 +1093,14 @@ package final class SyncApp: @unchecked Sendable {
     /// The origin gets what it does not know of its own changeset: the objects in `corrections`
     /// (their state now), and objects that entered its view without its creating them.
     func fanOut(_ effects: EncodedEffects, version: UInt64, clock: Clock, origin: Session?, originFile: Int64? = nil,
-                corrections: [ObjectID] = []) throws {
+                corrections: [ObjectID] = [], mail: OwnMail? = nil) throws {
         let order = effects.order
         var keysByClass = [String: [Value]]()
         for id in order { keysByClass[id.className, default: []].append(id.primaryKey) }
         // Which touched objects exist now, per class.
         var live = [String: Set<String>]()
         for (cls, keys) in keysByClass {
-            live[cls] = try matching(cls, ViewQuery(text: "TRUEPREDICATE", arguments: []), among: keys)
+            live[cls] = try matching(cls, ViewQuery(cls, text: "TRUEPREDICATE", arguments: [], access: nil), among: keys)
         }
         let keys = order.map { keyText($0.primaryKey) }
         let correct = Set(corrections)
@@ -955,7 +1131,9 @@ package final class SyncApp: @unchecked Sendable {
             }
             return Wire.encode(meta.upsert(cls, id.primaryKey, key, doc).wireValue)
         }
-        for s in sessions.values.flatMap(\.values) where s.ready {
+        // One session's failure (its view's query, its socket) is its own: the others get the
+        // changeset all the same, and the uploader is not told of an error for a write that was kept.
+        func deliver(_ s: Session) throws {
             let isOrigin = s === origin || (originFile != nil && s.file == originFile)
             // What the session gets: objects' instructions as integrated, or other texts.
             var out = [Piece]()
@@ -988,7 +1166,7 @@ package final class SyncApp: @unchecked Sendable {
                         inView = false
                         guard let view = s.views[cls] else { continue }
                         existing = live[cls] ?? []
-                        wholeClass = view.text == "TRUEPREDICATE"
+                        wholeClass = view.isWholeClass
                         if wholeClass {
                             visible = []
                         } else if let known = cache[cls]?[view] { visible = known } else {
@@ -1053,7 +1231,7 @@ package final class SyncApp: @unchecked Sendable {
                         gone.append(id)
                         continue
                     }
-                    if try view.text == "TRUEPREDICATE" || matching(cls, view, among: [id.primaryKey]).contains(key) {
+                    if try view.isWholeClass || matching(cls, view, among: [id.primaryKey]).contains(key) {
                         if let text = try upsertText(cls, id, key) {
                             out.append(.text(text))
                             entered.append(id)
@@ -1065,14 +1243,25 @@ package final class SyncApp: @unchecked Sendable {
                     }
                 }
             }
-            if isOrigin { try tellGone(s, gone, version: version) }
+            if isOrigin { try tellGone(s, gone, version: version, mail: mail) }
             if !entered.isEmpty {
                 let named = named()
                 for h in try linkHolders(s, of: entered) where !named.contains(h) {
                     if let text = try upsertText(h.className, h, keyText(h.primaryKey)) { out.append(.text(text)) }
                 }
             }
-            guard !out.isEmpty else { continue }
+            guard !out.isEmpty else { return }
+            if isOrigin, let mail {
+                // Goes with the changeset's acknowledgement.
+                mail.add(clock, out.flatMap { piece -> [String] in
+                    switch piece {
+                    case .integrated(let index): return effects.texts(ofObjectAt: index)
+                    case .text(let t): return [t]
+                    }
+                })
+                s.downloadCursor = version
+                return
+            }
             let everything = whole == order.count && !order.isEmpty
             if everything, effects.bytes <= maxDownloadBytes {
                 // Everything, as integrated: the history's text.
@@ -1106,15 +1295,31 @@ package final class SyncApp: @unchecked Sendable {
             }
             s.downloadCursor = version
         }
+        for s in sessions.values.flatMap(\.values) where s.ready {
+            do { try deliver(s) } catch { drop(s, because: error, while: "sending it a changeset") }
+        }
+    }
+
+    /// Ends a session whose work failed: its client is told why and its connection closes (the
+    /// client connects again and gets what it missed). Only that user's connection is touched.
+    func drop(_ s: Session, because error: Error, while doing: String) {
+        let message = (error as? SyncErrorMessage)?.message ?? "\(error)"
+        log.error("a session failed", ["app": configuration.id, "user": s.user.id, "session": "\(s.number)", "while": doing, "error": message])
+        var failure = (error as? SyncErrorMessage) ?? SyncErrorMessage(.internalServerError, "the server failed while \(doing): \(message)")
+        failure.session = s.number
+        s.ready = false
+        refuse(s.connection, failure, reason: "a session failed")
     }
 
     /// Tells a session that objects it may hold are gone: an erase at each one's erase clock (so
     /// that its own newer create of it stands), or an eviction when the server never had it.
-    private func tellGone(_ s: Session, _ ids: [ObjectID], version: UInt64) throws {
+    private func tellGone(_ s: Session, _ ids: [ObjectID], version: UInt64, mail: OwnMail? = nil) throws {
         for id in ids {
             let erased = try ServerSyncTables(store: store).record(id.className, keyText(id.primaryKey))?.erased
             let ins = SyncInstruction(erased == nil ? .evict : .erase, id.className, id.primaryKey)
-            send(s, serverVersion: version, clock: erased ?? .zero, instructions: [Wire.encode(ins.wireValue)])
+            if let mail { mail.add(erased ?? .zero, [Wire.encode(ins.wireValue)]) } else {
+                send(s, serverVersion: version, clock: erased ?? .zero, instructions: [Wire.encode(ins.wireValue)])
+            }
         }
     }
 

@@ -134,7 +134,8 @@ struct Applier {
     /// an upsert of an object the device does not have — are created in batches (without their
     /// links, which `links` writes once all exist); the rest one by one. An instruction this
     /// replica cannot apply (a link out of view) is skipped on its own.
-    func applyAll(_ instructions: [(SyncInstruction, Clock)]) throws {
+    @discardableResult
+    func applyAll(_ instructions: [(SyncInstruction, Clock)]) throws -> [SyncInstruction] {
         // A large download's new objects are put together on another core meanwhile.
         let schema = store.schema
         let whole = instructions.count < instructionsWorthAnotherCore ? nil : Eventually { CreateRuns(instructions, schema: schema) }
@@ -168,9 +169,57 @@ struct Applier {
             }
             pendingBlocks = []
         }
+        // The first create (or upsert) of each object in the download, found when first needed.
+        var createdAt: [ObjectID: Int]?
+        // Runs of an object's instructions put off until every object the download creates
+        // exists: they start with a link to one created further on (the server sends a
+        // changeset's instructions object by object, and the object a link names may come later).
+        var deferred = [Range<Int>]()
+        func linksAhead(_ i: Int) -> Bool {
+            guard let target = linkTarget(instructions[i].0), !here(target.className, target.primaryKey) else { return false }
+            if createdAt == nil {
+                var first = [ObjectID: Int]()
+                for k in instructions.indices where instructions[k].0.op == .create || instructions[k].0.op == .upsert {
+                    let id = instructions[k].0.objectID
+                    if first[id] == nil { first[id] = k }
+                }
+                createdAt = first
+            }
+            return (createdAt?[target] ?? i) > i
+        }
+        // Objects this download creates that the device does not hold but has pending changes
+        // of (it removed them: an eviction, a refused write): created as upserts, which merge
+        // those changes the way the server will (a create would leave the fields they wrote at
+        // their defaults: the device's own values went with the object).
+        var merged = [SyncInstruction]()
         var i = instructions.startIndex
         while i < instructions.endIndex {
             let (ins, c) = instructions[i]
+            if ins.op == .create, !pending.touched.isEmpty, pending.touched.contains(ins.objectID), let pkName = pkName(ins.className),
+               !here(ins.className, ins.primaryKey) {
+                var j = i + 1
+                while j < instructions.endIndex, instructions[j].0.sameObject(as: ins), instructions[j].1 == c,
+                      instructions[j].0.op != .create, instructions[j].0.op != .erase { j += 1 }
+                let block = instructions[i..<j].map(\.0)[...]
+                if let doc = SyncInstruction.wholeObject(block, primaryKey: pkName) {
+                    var upsert = SyncInstruction(.upsert, ins.className, ins.primaryKey)
+                    upsert.object = doc
+                    upsert.clock = c
+                    upsert.lists = SyncInstruction.listSequences(block, clock: c)
+                    try flushOrReplay()
+                    try self.upsert(upsert, pkName)
+                    merged.append(upsert)
+                    i = j
+                    continue
+                }
+            }
+            if linksAhead(i) {
+                var end = i + 1
+                while end < instructions.endIndex, instructions[end].0.sameObject(as: ins) { end += 1 }
+                deferred.append(i..<end)
+                i = end
+                continue
+            }
             if fresh.contains(ins.objectID, pending), let pkName = pkName(ins.className) {
                 if ins.op == .upsert, let doc = freshUpsert(ins) {
                     if batchClass != ins.className { try flushOrReplay() }
@@ -207,13 +256,36 @@ struct Applier {
             i += 1
         }
         try flushOrReplay()
+        for run in deferred {
+            for (ins, c) in instructions[run] { try? apply(ins, clock: ins.clock ?? c) }
+        }
+        return merged
+    }
+
+    /// The object an instruction links to, when it writes a link (a link property, or an
+    /// element of a list, set or dictionary of links) to a top-level object.
+    private func linkTarget(_ ins: SyncInstruction) -> ObjectID? {
+        switch ins.op {
+        case .set where ins.path.count == 1:
+            break
+        case .listInsert, .listSet, .setInsert:
+            break
+        case .dictionarySet where ins.path.count == 2:
+            break
+        default:
+            return nil
+        }
+        guard let value = ins.value, value != .null, let name = ins.property,
+              let p = classes[ins.className]?[property: name], linkLike(p), let target = p.objectType else { return nil }
+        if case .link(let link) = value { return ObjectID(link.className, link.primaryKey) }
+        return ObjectID(target, value)
     }
 
     /// Applies downloaded instructions (`applyAll`), then the links of the upserts among them,
     /// once every object they name exists.
     func applyDownload(_ instructions: [(SyncInstruction, Clock)]) throws {
-        try applyAll(instructions)
-        for (ins, _) in instructions where ins.op == .upsert && hasLinks(ins.className) {
+        let merged = try applyAll(instructions)
+        for ins in instructions.map(\.0).filter({ $0.op == .upsert }) + merged where hasLinks(ins.className) {
             if let pk = pkName(ins.className) { try? links(ins, pk) }
         }
     }
@@ -384,6 +456,15 @@ struct Applier {
             }
         case .upsert:
             try upsert(ins, pkName)
+        case .keep:
+            // The view holds these of the class: the others leave the device (not the server),
+            // unless a pending change names them (the server decides those when it gets it).
+            guard case .list(let keys)? = ins.value else { return }
+            let kept = Set(keys.map(keyText))
+            for pk in try store.primaryKeys(cls) where !kept.contains(keyText(pk)) {
+                let held = ObjectID(cls, pk)
+                if !pending.touched.contains(held) { try delete(held) }
+            }
         }
     }
 
@@ -570,10 +651,16 @@ struct Applier {
                 try linkList(ins, p, value)
                 continue
             }
-            if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) { continue }
+            var link = value
+            if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) {
+                // The device's own newer write stands, written again: the object may have left
+                // the device and come back without it.
+                guard let own = pending.writes[id]?[p.name], own.path.count == 1 else { continue }
+                link = own.value
+            }
             var doc = Document()
             doc[pkName] = ins.primaryKey
-            doc[p.name] = try present(value, p)
+            doc[p.name] = try present(link, p)
             _ = try store.create(id.className, doc, update: .modified)
         }
     }

@@ -306,8 +306,9 @@ public final class SyncSession: @unchecked Sendable {
         bind["session"] = .int(number)
         bind["realm"] = .string(URL(fileURLWithPath: path).lastPathComponent)
         do {
-            let (ident, salt, cursor) = try store.withMetadata { sql in
-                (try ClientTables.int(sql, "ident"), try ClientTables.int(sql, "salt"), try ClientTables.int(sql, "downloadCursor"))
+            let (ident, salt, cursor, uploaded) = try store.withMetadata { sql in
+                (try ClientTables.int(sql, "ident"), try ClientTables.int(sql, "salt"), try ClientTables.int(sql, "downloadCursor"),
+                 try ClientTables.int(sql, "uploadCursor"))
             }
             switch configuration.mode {
             case .flexible: bind["mode"] = .string("flexible")
@@ -317,6 +318,9 @@ public final class SyncSession: @unchecked Sendable {
             }
             bind["file"] = ident > 0 ? .doc(["ident": .int(ident), "salt": .int(salt)]) : .null
             bind["downloadCursor"] = .int(cursor)
+            // What the server acknowledged: changesets it integrated after that, their
+            // acknowledgement lost, are sent again, and answered with their objects' state.
+            if ident > 0 { bind["uploadCursor"] = .int(uploaded) }
             bind["schema"] = SchemaWire.value(store.schema)
             connection.send(.object(bind))
             querySent = nil
@@ -352,6 +356,9 @@ public final class SyncSession: @unchecked Sendable {
             case "uploadAck":
                 try acknowledge(try m.uint("clientVersion"))
             case "download":
+                // What the server says of the device's own changesets comes with their
+                // acknowledgement, in one message: merged with what is still pending, only.
+                if case .int(let acked)? = m["uploadAck"], acked > 0 { try acknowledge(UInt64(acked)) }
                 try download(m)
             case "queryComplete":
                 let version = try m.int("version")

@@ -83,9 +83,43 @@ final class Connection {
     var changes: Int { db.map { Int(sqlite3_changes64($0)) } ?? 0 }
     var lastInsertRowID: Int64 { db.map { sqlite3_last_insert_rowid($0) } ?? 0 }
 
+    /// When a statement running now must stop (`withDeadline`), in uptime nanoseconds.
+    private final class Deadline {
+        let at: UInt64
+        let seconds: Double
+        init(seconds: Double) {
+            self.seconds = seconds
+            let (sum, overflow) = DispatchTime.now().uptimeNanoseconds.addingReportingOverflow(UInt64(max(0, min(seconds, 1e9)) * 1e9))
+            at = overflow ? .max : sum
+        }
+    }
+    private var deadline: Deadline?
+
+    /// Runs `body` with SQLite stopping any statement still running `seconds` from now: the
+    /// step then throws `.timeout`. Checked every few thousand virtual machine instructions
+    /// (SQLite's progress handler), so the cost of a check is nothing next to a query's.
+    func withDeadline<T>(seconds: Double, _ body: () throws -> T) rethrows -> T {
+        guard let db, deadline == nil else { return try body() }
+        let d = Deadline(seconds: seconds)
+        deadline = d
+        sqlite3_progress_handler(db, 4096, { context in
+            guard let context else { return 0 }
+            let d = Unmanaged<Deadline>.fromOpaque(context).takeUnretainedValue()
+            return DispatchTime.now().uptimeNanoseconds > d.at ? 1 : 0
+        }, Unmanaged.passUnretained(d).toOpaque())
+        defer {
+            sqlite3_progress_handler(db, 0, nil, nil)
+            deadline = nil
+        }
+        return try body()
+    }
+
     /// Translates an SQLite result code into the store's error, with SQLite's message.
     func error(_ rc: Int32, sql: String? = nil) -> AtollError {
         let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+        if rc & 0xFF == SQLITE_INTERRUPT, let deadline {
+            return AtollError(.timeout, "the query ran longer than its budget of \(deadline.seconds) s and was stopped", sql: sql)
+        }
         switch rc & 0xFF {
         case SQLITE_BUSY, SQLITE_LOCKED:
             return AtollError(.busy, "the database is locked by another writer: \(message)", sql: sql)

@@ -35,23 +35,39 @@ final class QueryCompiler {
     private let store: Store
     private let conn: Connection
     private let root: ClassInfo
-    private let arguments: [Value]
+    /// The query's arguments (a read rule's while one is compiled).
+    private var arguments: [Value]
     private var parameters: [SQLValue] = []
     private var aliasCounter = 0
     /// The variables of the SUBQUERYs being compiled.
     private var variables: [String: Binding] = [:]
+    /// What the reader may read: every object the query looks at, through any key path, must
+    /// pass its class's rule (nil: everything).
+    private let access: ReadAccess?
+    /// Whether a read rule is being compiled: a rule's own key paths see everything (the rules
+    /// are the app's, not the reader's).
+    private var compilingRule = false
+    /// The read rules, parsed, by class.
+    private var parsedRules: [String: Query] = [:]
 
-    init(store: Store, conn: Connection, root: ClassInfo, arguments: [Value]) {
+    /// How many links one key path may follow (nil: any number); a read rule's are not counted.
+    private let maxLinkDepth: Int?
+
+    init(store: Store, conn: Connection, root: ClassInfo, arguments: [Value], access: ReadAccess? = nil, maxLinkDepth: Int? = nil) {
         self.store = store
         self.conn = conn
         self.root = root
         self.arguments = arguments
+        self.access = access
+        self.maxLinkDepth = maxLinkDepth
     }
 
     /// A scope of a SELECT: its class alias and the to-one joins it needs.
     final class Scope {
         let alias: String
         let info: ClassInfo
+        /// How many links the key path followed to get here.
+        var depth = 0
         var joins: [String] = []
         var joinAliases: [String: String] = [:]
         init(alias: String, info: ClassInfo) {
@@ -90,6 +106,8 @@ final class QueryCompiler {
     func compile(_ query: Query) throws -> CompiledQuery {
         let scope = Scope(alias: "t", info: root)
         var condition = try predicate(query.predicate, scope)
+        // The objects themselves: the reader's rule for their class, in line.
+        if let rule = try ruleCondition(root, scope) { condition = "(\(condition)) AND (\(rule))" }
         var order: [String] = []
         var limit: Int?
         for descriptor in query.descriptors {
@@ -353,8 +371,12 @@ final class QueryCompiler {
         var alias = scope.alias
         var prefix = ""
         var k = 0
+        var depth = start.depth
         func invalid(_ message: String) -> AtollError {
             AtollError(.queryInvalid, "\(message) (in '\(pathText(path))' at position \(position))")
+        }
+        func follow() throws {
+            depth = try step(depth, path, position)
         }
         if case .variable(let name) = path.first {
             guard let binding = variables[name] else { throw invalid("unknown variable $\(name)") }
@@ -365,6 +387,7 @@ final class QueryCompiler {
                 scope = s
                 info = s.info
                 alias = s.alias
+                depth = s.depth
                 prefix = "$" + name
                 if path.count == 1 {
                     let me = Property(name: "$" + name, type: .object, objectType: info.name)
@@ -377,13 +400,15 @@ final class QueryCompiler {
             let rest = Array(path[(k + 1)...])
             switch path[k] {
             case .operation("@links"):
+                try follow()
                 if rest == [.operation("@count")] || rest == [.operation("@size")] {
-                    return try quantified(quantifier, position: position, path: path, build(Operand(allBacklinksCount(info, alias), Self.countProperty)))
+                    return try quantified(quantifier, position: position, path: path, build(Operand(try allBacklinksCount(info, alias), Self.countProperty)))
                 }
                 guard rest.count >= 2, case .name(let source) = rest[0], case .name(let origin) = rest[1] else {
                     throw invalid("@links needs a class and a property: @links.Class.property")
                 }
                 let many = try backlinks(source, origin, info, alias)
+                many.object?.depth = depth
                 return try toManyPredicate(many, Array(rest.dropFirst(2)), position: position, path: path, quantifier: quantifier, build: build)
             case .operation(let op):
                 throw invalid("'\(op)' must follow a collection\(op == "@type" ? " element or a mixed property" : "")")
@@ -396,14 +421,17 @@ final class QueryCompiler {
                     throw invalid("class '\(info.name)' has no property '\(name)'")
                 }
                 if p.isComputed {
+                    try follow()
                     let many = try backlinks(p.objectType ?? "", p.linkOriginProperty ?? "", info, alias)
+                    many.object?.depth = depth
                     return try toManyPredicate(many, rest, position: position, path: path, quantifier: quantifier, build: build)
                 }
                 if p.isCollection {
                     // One element, by dictionary key or list index: a to-one join.
                     if let element = try elementJoin(p, rest.first, info, alias, scope, prefix: prefix + "." + name) {
                         if p.type == .object, let target = store.classInfo(ifExists: p.objectType!), rest.count > 1 {
-                            let (joined, _) = join(scope, prefix: prefix + "." + name + "." + rest[0].description, target,
+                            if !target.schema.isEmbedded { try follow() }
+                            let (joined, _) = try join(scope, prefix: prefix + "." + name + "." + rest[0].description, target,
                                                    on: element.expr)
                             alias = joined
                             info = target
@@ -411,19 +439,24 @@ final class QueryCompiler {
                             k += 2
                             continue
                         }
-                        return try valuePath(element, Array(rest.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
+                        return try valuePath(try readableLink(element), Array(rest.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
                     }
                     let many = try collection(p, info, alias)
+                    if let object = many.object, !object.info.schema.isEmbedded {
+                        try follow()
+                        object.depth = depth
+                    }
                     return try toManyPredicate(many, rest, position: position, path: path, quantifier: quantifier, build: build)
                 }
                 let column = Operand("\(alias).\(quote(p.name))", type: p.type == .mixed ? "\(alias).\(mixedTypeColumn(p))" : nil, p)
                 if p.type != .object || rest.isEmpty || rest.first.map(isOperation) == true {
-                    return try valuePath(column, rest, position: position, path: path, quantifier: quantifier, build: build)
+                    return try valuePath(try readableLink(column), rest, position: position, path: path, quantifier: quantifier, build: build)
                 }
                 // A to-one link (or embedded object): join it once per path prefix in this scope.
                 let target = try store.classInfo(p.objectType!)
+                if !target.schema.isEmbedded { try follow() }
                 prefix += "." + name
-                alias = join(scope, prefix: prefix, target, on: column.expr).0
+                alias = try join(scope, prefix: prefix, target, on: column.expr).0
                 info = target
             }
             k += 1
@@ -436,13 +469,69 @@ final class QueryCompiler {
         return false
     }
 
-    /// `LEFT JOIN target AS x ON x.rowkey = <on>` in `scope`, once per path prefix.
-    private func join(_ scope: Scope, prefix: String, _ target: ClassInfo, on: String) -> (String, Bool) {
+    /// `LEFT JOIN target AS x ON x.rowkey = <on>` in `scope`, once per path prefix. A target
+    /// the reader may not read is not joined: what follows the link reads as null.
+    private func join(_ scope: Scope, prefix: String, _ target: ClassInfo, on: String) throws -> (String, Bool) {
         if let known = scope.joinAliases[prefix] { return (known, false) }
         let joined = "\(scope.alias)_j\(nextAlias())"
-        scope.joins.append("LEFT JOIN \(target.table) AS \(joined) ON \(joined).\(target.rowKey) = \(on)")
+        let readable = try self.readable(target, "\(joined).\(target.rowKey)").map { " AND \($0)" } ?? ""
+        scope.joins.append("LEFT JOIN \(target.table) AS \(joined) ON \(joined).\(target.rowKey) = \(on)\(readable)")
         scope.joinAliases[prefix] = joined
         return (joined, true)
+    }
+
+    // MARK: - What the reader may read
+
+    /// The condition that the object whose row key is `rowKey` passes the reader's rule for its
+    /// class: nil when every object does (no rule, an embedded class, or a rule's own key path).
+    private func readable(_ info: ClassInfo, _ rowKey: String) throws -> String? {
+        guard access != nil, !compilingRule, !info.schema.isEmbedded else { return nil }
+        let scope = Scope(alias: "r\(nextAlias())", info: info)
+        guard let condition = try ruleCondition(info, scope) else { return nil }
+        if condition == "0" { return "0" }
+        return "EXISTS (SELECT 1 \(from(scope)) WHERE \(scope.alias).\(info.rowKey) = \(rowKey) AND \(condition))"
+    }
+
+    /// The reader's rule for `info`'s objects, compiled in `scope` (its joins join there): nil
+    /// when it lets every object through, "0" when none.
+    private func ruleCondition(_ info: ClassInfo, _ scope: Scope) throws -> String? {
+        guard let access, !compilingRule, !info.schema.isEmbedded else { return nil }
+        switch access.rule(info.name) {
+        case .everything:
+            return nil
+        case .nothing:
+            return "0"
+        case .matching(let text, let ruleArguments):
+            let parsed: Query
+            if let known = parsedRules[info.name] {
+                parsed = known
+            } else {
+                parsed = try Parser.parse(text)
+                guard parsed.descriptors.isEmpty else {
+                    throw AtollError(.queryInvalid, "the read rule of '\(info.name)' may not SORT, DISTINCT or LIMIT")
+                }
+                parsedRules[info.name] = parsed
+            }
+            let saved = (arguments, variables)
+            arguments = ruleArguments
+            variables = [:]
+            compilingRule = true
+            defer {
+                (arguments, variables) = saved
+                compilingRule = false
+            }
+            return try predicate(parsed.predicate, scope)
+        }
+    }
+
+    /// A link's value as the reader sees it: null where it names an object the reader may not
+    /// read (so that comparing it tells nothing of that object, not even that it exists).
+    private func readableLink(_ operand: Operand) throws -> Operand {
+        guard operand.type == nil, operand.property.type == .object, let name = operand.property.objectType,
+              let target = store.classInfo(ifExists: name), let readable = try readable(target, operand.expr) else { return operand }
+        var out = operand
+        out.expr = "(CASE WHEN \(readable) THEN \(operand.expr) END)"
+        return out
     }
 
     /// One element of a collection property as a to-one join, when `next` picks one: a
@@ -620,9 +709,11 @@ final class QueryCompiler {
         var from = "FROM \(info.listTable(p)) AS \(side)"
         var object: Scope?
         if p.type == .object {
+            // Elements the reader may not read are not there.
             let target = try store.classInfo(p.objectType!)
             let objectAlias = side + "o"
-            from += " JOIN \(target.table) AS \(objectAlias) ON \(objectAlias).\(target.rowKey) = \(side).value"
+            let readable = try self.readable(target, "\(objectAlias).\(target.rowKey)").map { " AND \($0)" } ?? ""
+            from += " JOIN \(target.table) AS \(objectAlias) ON \(objectAlias).\(target.rowKey) = \(side).value\(readable)"
             object = Scope(alias: objectAlias, info: target)
         }
         return ToMany(from: from, match: "\(side).owner = \(alias).\(info.rowKey)",
@@ -643,24 +734,31 @@ final class QueryCompiler {
         }
         let b = alias + "_b\(nextAlias())"
         let me = Property(name: originName, type: .object, objectType: source.name)
+        // Linking objects the reader may not read are not there.
+        let readable = try self.readable(source, "\(b).\(source.rowKey)").map { " AND \($0)" } ?? ""
         if origin.isCollection {
             let side = b + "l"
             return ToMany(from: "FROM \(source.listTable(origin)) AS \(side) JOIN \(source.table) AS \(b) ON \(b).\(source.rowKey) = \(side).owner",
-                          match: "\(side).value = \(alias).\(info.rowKey)",
+                          match: "\(side).value = \(alias).\(info.rowKey)\(readable)",
                           element: Operand("\(b).\(source.rowKey)", me), object: Scope(alias: b, info: source),
                           count: "count(DISTINCT \(b).\(source.rowKey))", what: "the backlinks of '\(sourceName).\(originName)'")
         }
-        return ToMany(from: "FROM \(source.table) AS \(b)", match: "\(b).\(quote(origin.name)) = \(alias).\(info.rowKey)",
+        return ToMany(from: "FROM \(source.table) AS \(b)", match: "\(b).\(quote(origin.name)) = \(alias).\(info.rowKey)\(readable)",
                       element: Operand("\(b).\(source.rowKey)", me), object: Scope(alias: b, info: source),
                       what: "the backlinks of '\(sourceName).\(originName)'")
     }
 
     /// `@links.@count`: how many links of any class point to the object.
-    private func allBacklinksCount(_ info: ClassInfo, _ alias: String) -> String {
-        let counts = store.incoming(info.name).map { source, p in
-            p.isCollection
-                ? "(SELECT count(*) FROM \(source.listTable(p)) WHERE value = \(alias).\(info.rowKey))"
-                : "(SELECT count(*) FROM \(source.table) WHERE \(quote(p.name)) = \(alias).\(info.rowKey))"
+    private func allBacklinksCount(_ info: ClassInfo, _ alias: String) throws -> String {
+        // Links from objects the reader may not read do not count.
+        let counts = try store.incoming(info.name).map { source, p in
+            let b = "b\(nextAlias())"
+            if p.isCollection {
+                let readable = try self.readable(source, "\(b).owner").map { " AND \($0)" } ?? ""
+                return "(SELECT count(*) FROM \(source.listTable(p)) AS \(b) WHERE \(b).value = \(alias).\(info.rowKey)\(readable))"
+            }
+            let readable = try self.readable(source, "\(b).\(source.rowKey)").map { " AND \($0)" } ?? ""
+            return "(SELECT count(*) FROM \(source.table) AS \(b) WHERE \(b).\(quote(p.name)) = \(alias).\(info.rowKey)\(readable))"
         }
         return counts.isEmpty ? "0" : "(" + counts.joined(separator: " + ") + ")"
     }
@@ -681,19 +779,26 @@ final class QueryCompiler {
         var info = scope.info
         var alias = scope.alias
         var prefix = ""
+        var depth = scope.depth
+        // The elements, their depth counted when they are objects of another class.
+        func counted(_ many: ToMany) throws -> ToMany {
+            if let object = many.object, !object.info.schema.isEmbedded { object.depth = try step(depth, path, position) }
+            return many
+        }
         for (k, part) in path.enumerated() {
             let isLast = k == path.count - 1
             guard case .name(let name) = part, let p = info.schema[property: name] else {
                 if case .operation("@links") = part, path.count == k + 3, case .name(let s) = path[k + 1], case .name(let o) = path[k + 2] {
-                    return try backlinks(s, o, info, alias)
+                    return try counted(try backlinks(s, o, info, alias))
                 }
                 break
             }
-            if isLast, p.isComputed { return try backlinks(p.objectType ?? "", p.linkOriginProperty ?? "", info, alias) }
-            if isLast, p.isCollection { return try collection(p, info, alias) }
+            if isLast, p.isComputed { return try counted(try backlinks(p.objectType ?? "", p.linkOriginProperty ?? "", info, alias)) }
+            if isLast, p.isCollection { return try counted(try collection(p, info, alias)) }
             guard p.type == .object, !p.isCollection, !isLast, let target = store.classInfo(ifExists: p.objectType!) else { break }
+            if !target.schema.isEmbedded { depth = try step(depth, path, position) }
             prefix += "." + name
-            alias = join(scope, prefix: prefix, target, on: "\(alias).\(quote(p.name))").0
+            alias = try join(scope, prefix: prefix, target, on: "\(alias).\(quote(p.name))").0
             info = target
         }
         throw AtollError(.queryInvalid, "SUBQUERY needs a list, set, dictionary or backlinks property, not '\(pathText(path))' (at position \(position))")
@@ -704,6 +809,16 @@ final class QueryCompiler {
             throw AtollError(.queryInvalid, "ANY/ALL/NONE need a collection in the key path '\(pathText(path))' (at position \(position))")
         }
         return sql
+    }
+
+    /// One more link followed from `depth`: refused past `maxLinkDepth` (a read rule's own key
+    /// paths are not counted).
+    private func step(_ depth: Int, _ path: [PathPart], _ position: Int) throws -> Int {
+        guard let maxLinkDepth, !compilingRule else { return depth + 1 }
+        guard depth < maxLinkDepth else {
+            throw AtollError(.queryInvalid, "'\(pathText(path))' (at position \(position)) follows more than \(maxLinkDepth) link\(maxLinkDepth == 1 ? "" : "s"): a key path may follow at most \(maxLinkDepth) here")
+        }
+        return depth + 1
     }
 
     private func nextAlias() -> Int {

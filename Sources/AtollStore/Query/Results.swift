@@ -21,6 +21,19 @@ public final class Results: @unchecked Sendable {
         self.compiled = compiled
     }
 
+    /// How long (seconds) one read of the results (a count, a page, the keys) may run; SQLite
+    /// stops it then, and it throws `.timeout`. Nil: no limit. For queries a store's user wrote
+    /// that must not hold the store for long (a sync server's subscriptions).
+    public var timeBudget: Double?
+
+    /// Runs one read of the results on the store's connection, within `timeBudget`.
+    private func read<T>(_ body: (Connection) throws -> T) throws -> T {
+        try store.locked { conn in
+            guard let timeBudget else { return try body(conn) }
+            return try conn.withDeadline(seconds: timeBudget) { try body(conn) }
+        }
+    }
+
     /// The statement `count()` runs.
     private var countSQL: String {
         if let limit = compiled.limit { return "SELECT min(count(*), \(limit)) \(compiled.from) WHERE \(compiled.condition)" }
@@ -42,22 +55,22 @@ public final class Results: @unchecked Sendable {
 
     /// How many objects match now.
     public func count() throws -> Int {
-        try store.locked { conn in
+        try read { conn in
             let s = try conn.statement(countSQL)
+            defer { s.reset() }
             s.bind(compiled.parameters)
             _ = try s.step()
-            defer { s.reset() }
             return Int(s.int64(0))
         }
     }
 
     /// The row keys of the matching objects, in order, from `offset` on (at most `limit`).
     public func keys(offset: Int = 0, limit: Int? = nil) throws -> [ObjectKey] {
-        try store.locked { conn in
+        try read { conn in
             let s = try page("SELECT t.\(info.rowKey)", offset: offset, limit: limit, conn)
+            defer { s.reset() }
             var keys = [ObjectKey]()
             while try s.step() { keys.append(ObjectKey(s.int64(0))) }
-            s.reset()
             return keys
         }
     }
@@ -69,25 +82,29 @@ public final class Results: @unchecked Sendable {
             guard let p = info.primaryKey, !info.primaryKeyIsRowKey else {
                 return (try keys().map(\.rawValue), nil)
             }
-            let s = try page("SELECT t.\(info.rowKey), t.\(quote(p.name))", offset: 0, limit: nil, conn)
-            var keys = [Int64](), references = [Value]()
-            while try s.step() {
-                keys.append(s.int64(0))
-                references.append(p.type.value(s.sqlValue(1)))
+            return try read { conn in
+                let s = try page("SELECT t.\(info.rowKey), t.\(quote(p.name))", offset: 0, limit: nil, conn)
+                defer { s.reset() }
+                var keys = [Int64](), references = [Value]()
+                while try s.step() {
+                    keys.append(s.int64(0))
+                    references.append(p.type.value(s.sqlValue(1)))
+                }
+                return (keys, references)
             }
-            s.reset()
-            return (keys, references)
         }
     }
 
     /// The matching objects, in order, from `offset` on (at most `limit`).
     public func documents(offset: Int = 0, limit: Int? = nil) throws -> [Document] {
-        try store.locked { conn in
+        try read { conn in
             let s = try page(info.selectList, offset: offset, limit: limit, conn)
             var rows = [[SQLValue]]()
-            let width = Int32(info.width)
-            while try s.step() { rows.append((0..<width).map { s.sqlValue($0) }) }
-            s.reset()
+            do {
+                defer { s.reset() }
+                let width = Int32(info.width)
+                while try s.step() { rows.append((0..<width).map { s.sqlValue($0) }) }
+            }
             if inRowKeyOrder, let last = rows.last?.first?.int64 {
                 continuation = (offset + rows.count, last, try store.dataStamp(conn))
             }
@@ -118,7 +135,7 @@ public final class Results: @unchecked Sendable {
     /// - Throws: `.typeMismatch` for a class without primary key.
     public func primaryKeyValues() throws -> [Value] {
         guard let pk = info.primaryKey else { throw AtollError(.typeMismatch, "class '\(className)' has no primary key") }
-        return try store.locked { conn in
+        return try read { conn in
             let s = try conn.statement("SELECT t.\(quote(pk.name)) \(compiled.from) WHERE \(compiled.condition)")
             defer { s.reset() }
             s.bind(compiled.parameters)
@@ -150,14 +167,14 @@ public final class Results: @unchecked Sendable {
     /// Which of the given objects match now.
     func matching(among keys: Set<Int64>) throws -> Set<Int64> {
         guard !keys.isEmpty else { return [] }
-        return try store.locked { conn in
+        return try read { conn in
             let n = compiled.parameters.count
             let s = try conn.statement("SELECT t.\(info.rowKey) \(compiled.from) WHERE (\(compiled.condition)) AND t.\(info.rowKey) IN (SELECT value FROM json_each(?\(n + 1)))")
+            defer { s.reset() }
             s.bind(compiled.parameters)
             s.bind(Int32(n + 1), "[" + keys.map(String.init).joined(separator: ",") + "]")
             var found = Set<Int64>()
             while try s.step() { found.insert(s.int64(0)) }
-            s.reset()
             return found
         }
     }
@@ -205,10 +222,26 @@ extension Store {
     /// - Throws: `.noSuchClass`, `.querySyntax` (with the position), `.queryInvalid` (unknown
     ///   property, wrong argument type or count, nesting too deep for SQLite).
     public func objects(_ className: String, where query: String = "", _ arguments: [Value] = []) throws -> Results {
+        try objects(className, where: query, arguments, access: nil)
+    }
+
+    /// The objects of a class that match a query and that `access` lets its reader read, the
+    /// query seeing nothing else through its key paths (see `ReadAccess`). `maxLinkDepth` bounds
+    /// how many links one of the query's key paths may follow (its cost grows with each).
+    /// - Throws: as `objects(_:where:_:)`, and `.queryInvalid` for a key path that follows more
+    ///   links than `maxLinkDepth`, or a rule that does not compile.
+    public func objects(_ className: String, where query: String = "", _ arguments: [Value] = [], readableBy access: ReadAccess,
+                        maxLinkDepth: Int? = nil) throws -> Results {
+        try objects(className, where: query, arguments, access: access, maxLinkDepth: maxLinkDepth)
+    }
+
+    private func objects(_ className: String, where query: String, _ arguments: [Value], access: ReadAccess?,
+                         maxLinkDepth: Int? = nil) throws -> Results {
         try locked { conn in
             let info = try classInfo(className)
             let parsed = try Parser.parse(query)
-            let compiled = try QueryCompiler(store: self, conn: conn, root: info, arguments: arguments).compile(parsed)
+            let compiled = try QueryCompiler(store: self, conn: conn, root: info, arguments: arguments, access: access,
+                                             maxLinkDepth: maxLinkDepth).compile(parsed)
             let results = Results(store: self, info: info, compiled: compiled)
             try results.checkPreparable(conn)
             return results

@@ -113,7 +113,7 @@ struct SimModel {
                 }
             case .setClear, .dictionaryClear:
                 o.clears[property] = max(o.clears[property] ?? stamp, stamp)
-            case .upsert, .evict:
+            case .upsert, .evict, .keep:
                 break
             }
             objects[key] = o

@@ -81,6 +81,114 @@ final class SimulationRegressionTests: XCTestCase {
         XCTAssertEqual(failures, [], "\n" + failures.joined(separator: "\n"), file: file, line: line)
     }
 
+    // MARK: - Links, views and refusals (found by make stress)
+
+    func testALinkToAnObjectTheSameChangesetCreatesLaterArrivesWithIt() throws {
+        // d1 creates k3 and links k0 to it in one transaction; the changeset names k0 first. A
+        // replica applying it object by object must not drop the link for want of k3 (seed 1796172678).
+        try assertConverges([
+            .write(1, [.create(key: 0, text: "d1-9", n: 9, tags: ["t1", "u0"])]),
+            .write(1, [.setAdd(key: 0, "b"), .create(key: 3, text: "d1-16", n: 16, tags: ["t1", "u1"], owned: true), .linkInsert(key: 0, target: 3, at: 4)]),
+        ])
+    }
+
+    func testALinkKeptForAnObjectNotYetCreatedShowsWhenItsTargetCameMeanwhile() throws {
+        // d0's link from k1 to k3 reaches the server before k1 exists (d0's creates are refused:
+        // outside its view) and before k3 does; k3 comes, then k1: the kept link shows (seed 1796173566).
+        try assertConverges([
+            .write(0, [.create(key: 1, text: "d0-1", n: 1, tags: ["t0", "u1"])]),
+            .write(0, [.create(key: 3, text: "d0-6", n: 6, tags: ["t0", "u0"])]),
+            .subscribe(0, .high),
+            .write(0, [.linkInsert(key: 1, target: 3, at: 5)]),
+            .write(1, [.create(key: 3, text: "d1-13", n: 13, tags: ["t1", "u1"])]),
+            .write(1, [.create(key: 1, text: "d1-21", n: 21, tags: ["t1", "u0"])]),
+        ])
+    }
+
+    func testALinkToAnObjectCreatedLaterInTheDownloadSurvivesARestore() throws {
+        // After a restore from a backup, d2's link from k3 to k1 comes back to the others in one
+        // download that names k3 before k1 (seed 1796173620).
+        try assertConverges([
+            .write(2, [.create(key: 3, text: "d2-1", n: 1, tags: ["t2", "u1"])]),
+            .write(2, [.create(key: 1, text: "d2-17", n: 17, tags: ["t2", "u2"])]),
+            .run(2),
+            .run(2),
+            .write(2, [.linkInsert(key: 3, target: 1, at: 5)]),
+            .backup,
+            .connect(2),
+            .up(2),
+            .down(2),
+            .restore,
+        ])
+    }
+
+    func testAnObjectThatLeftAndCameBackKeepsTheDevicesPendingLink() throws {
+        // k0 leaves d2's view and comes back while d2's link k0.ref = k0 is pending: the upsert that
+        // brings it back keeps the device's newer link (seed 1806171793).
+        try assertConverges([
+            .write(2, [.create(key: 0, text: "d2-10", n: 10, tags: ["t2", "u1"])]),
+            .subscribe(2, .high),
+            .run(2),
+            .run(2),
+            .connect(2),
+            .up(2),
+            .down(2),
+            .up(2),
+            .down(2),
+            .write(1, [.create(key: 0, text: "d1-8", n: 8, tags: ["t1", "u2"], owned: true)]),
+            .up(2),
+            .write(2, [.link(key: 0, target: 0)]),
+            .write(1, [.create(key: 0, text: "d1-18", n: 18, tags: ["t1", "u0"])]),
+        ])
+    }
+
+    func testARefusedWriteIsUndoneThoughItsAcknowledgementWasCut() throws {
+        // d1's create of k2 (owned by another user) is refused while d1 pauses: the refusal, the
+        // server's state of k2 and the acknowledgement go together, and a client that lost them
+        // all sends the changeset again and is told the state then (seed 1806172246).
+        try assertConverges([
+            .run(2),
+            .run(2),
+            .run(1),
+            .connect(2),
+            .up(2),
+            .write(1, [.create(key: 2, text: "d1-4", n: 4, tags: ["t1", "u1"], owned: true)]),
+            .run(1),
+            .connect(1),
+            .up(2),
+            .write(2, [.create(key: 2, text: "d2-4", n: 4, tags: ["t2", "u1"], owned: true)]),
+            .run(2),
+            .up(1),
+            .down(1),
+            .up(2),
+            .down(1),
+            .up(1),
+            .down(1),
+            .up(1),
+            .pause(1),
+            .down(1),
+        ])
+    }
+
+    func testAPendingWriteSurvivesItsObjectLeavingAndBeingCreatedAgain() throws {
+        // d1's create of k0 is refused (outside its view) and k0 evicted while d1's text write is
+        // pending; k0 comes back as d0's create: d1's pending text is merged in, not lost (seed 1806173584).
+        try assertConverges([
+            .write(1, []),
+            .subscribe(1, .high),
+            .run(1),
+            .run(1),
+            .write(1, [.create(key: 0, text: "d1-8", n: 8, tags: ["t1", "u2"], owned: true)]),
+            .connect(1),
+            .up(1),
+            .run(1),
+            .write(0, [.create(key: 0, text: "d0-26", n: 26, tags: ["t0", "u2"])]),
+            .write(1, [.setText(key: 0, "d1-14")]),
+            .up(1),
+            .up(1),
+        ])
+    }
+
     // MARK: - Objects
 
     func testAPendingCreateOfAnObjectErasedMeanwhileEndsErased() throws {
