@@ -291,6 +291,7 @@ struct Integrator {
             return name
         }
         var prepared = prepared
+        var linkProperties = [String: [(name: String, mixed: Bool)]]()
         var i = all.startIndex
         while i < all.endIndex {
             let ins = all[i]
@@ -300,7 +301,9 @@ struct Integrator {
                 let pkName = try primaryKey(ins.className)
                 // Put together elsewhere already, or here.
                 let doc = known.map(\.doc) ?? pkName.flatMap { SyncInstruction.wholeObject(all[i..<j], primaryKey: $0) }
-                if pkName != nil, let doc {
+                // An object with links goes one instruction at a time: a link shows or waits by
+                // the rules for links (its object's erases), which a whole create does not know.
+                if pkName != nil, let doc, !hasLinkValues(ins.className, doc, &linkProperties) {
                     if batchClass != ins.className { try flush() }
                     batchClass = ins.className
                     batch.append((doc, all[i..<j]))
@@ -316,6 +319,36 @@ struct Integrator {
         applied.keptAll = kept.count == 1 && kept[0] == all.indices || all.isEmpty
         applied.kept = applied.keptAll ? all : kept.flatMap { all[$0] }
         return applied
+    }
+
+    /// Whether a document gives a value to a property that links to top-level objects (or a
+    /// mixed value that holds a link).
+    private func hasLinkValues(_ cls: String, _ doc: Document, _ linkProperties: inout [String: [(name: String, mixed: Bool)]]) -> Bool {
+        let properties: [(name: String, mixed: Bool)]
+        if let known = linkProperties[cls] {
+            properties = known
+        } else {
+            let schema = store.schema
+            properties = (schema.classes.first { $0.name == cls }?.properties ?? []).compactMap { p in
+                guard !p.isComputed else { return nil }
+                if p.type == .mixed { return (p.name, true) }
+                guard p.type == .object, schema.classes.first(where: { $0.name == p.objectType })?.isEmbedded != true else { return nil }
+                return (p.name, false)
+            }
+            linkProperties[cls] = properties
+        }
+        func holdsLink(_ v: Value) -> Bool {
+            switch v {
+            case .link: return true
+            case .list(let items): return items.contains(where: holdsLink)
+            case .object(let d): return d.values.contains(where: holdsLink)
+            default: return false
+            }
+        }
+        return properties.contains { p in
+            guard let v = doc[p.name], v != .null else { return false }
+            return p.mixed ? holdsLink(v) : true
+        }
     }
 
     /// One instruction on its own savepoint; a failure refuses its object. Returns what it did,

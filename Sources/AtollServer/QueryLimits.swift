@@ -22,6 +22,10 @@ public struct QueryLimits: Sendable, Hashable {
     /// After a subscription ran out of `querySeconds`, how long (seconds) its user may not
     /// subscribe again.
     public var cooldownSeconds = 60.0
+    /// Seconds of the app's queue one user's bootstraps (and resumes) may take in a minute: a
+    /// user who resubscribes to a large view over and over is then refused for a while, and
+    /// everyone's writes go on. A client opening a realm of 100,000 objects takes under one.
+    public var bootstrapSecondsPerMinute = 10.0
 
     public init() {}
 
@@ -47,6 +51,7 @@ public struct QueryLimits: Sendable, Hashable {
             case "maxQueryBytes": maxQueryBytes = try count(key, least: 64)
             case "maxLinkDepth": maxLinkDepth = try count(key, least: 0)
             case "querySeconds": querySeconds = try positive(key)
+            case "bootstrapSecondsPerMinute": bootstrapSecondsPerMinute = try positive(key)
             case "cooldownSeconds":
                 if value == .int(0) { cooldownSeconds = 0 } else { cooldownSeconds = try positive(key) }
             default: throw AtollError(.invalidArgument, "queryLimits: unknown key '\(key)'")

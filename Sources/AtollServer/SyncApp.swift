@@ -104,6 +104,17 @@ package final class SyncApp: @unchecked Sendable {
     /// Users whose subscription ran past its time budget, and until when (uptime nanoseconds)
     /// they may not subscribe again.
     var cooldowns: [String: UInt64] = [:]
+    /// What each user's bootstraps took of the queue lately: seconds owed, and when that was
+    /// last worked out (uptime nanoseconds); it drains at `bootstrapSecondsPerMinute` a minute.
+    var bootstrapTime: [String: (owed: Double, at: UInt64)] = [:]
+
+    /// The seconds of bootstrap a user owes now (what the last minute's bootstraps took, less
+    /// what has drained since).
+    func bootstrapOwed(_ user: String) -> Double {
+        guard let t = bootstrapTime[user] else { return 0 }
+        let drained = Double(DispatchTime.now().uptimeNanoseconds - t.at) / 1e9 * configuration.queryLimits.bootstrapSecondsPerMinute / 60
+        return max(0, t.owed - drained)
+    }
     /// The server's wall clock in milliseconds (a simulation gives its own).
     package var now: @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
@@ -489,6 +500,11 @@ package final class SyncApp: @unchecked Sendable {
             let seconds = Int((until - DispatchTime.now().uptimeNanoseconds) / 1_000_000_000) + 1
             error = "a subscription of this user ran past its time budget (\(limits.querySeconds) s): no new subscriptions for \(seconds) s"
         }
+        let owed = bootstrapOwed(s.user.id)
+        if error == nil, owed > limits.bootstrapSecondsPerMinute {
+            let seconds = Int((owed - limits.bootstrapSecondsPerMinute) * 60 / limits.bootstrapSecondsPerMinute) + 1
+            error = "this user's subscriptions took more than \(limits.bootstrapSecondsPerMinute) s of the server in a minute: no new subscriptions for \(seconds) s"
+        }
         if let error {
             refuseQuery(s, version: version, error)
             return
@@ -504,6 +520,17 @@ package final class SyncApp: @unchecked Sendable {
         let previous = (subscriptions: s.subscriptions, version: s.queryVersion, views: s.views)
         s.subscriptions = subscriptions
         s.queryVersion = version
+        // What this takes of the queue is charged to the user (users who owe nothing forgotten).
+        if bootstrapTime.count + cooldowns.count > 10_000 {
+            let now = DispatchTime.now().uptimeNanoseconds
+            bootstrapTime = bootstrapTime.filter { bootstrapOwed($0.key) > 0 }
+            cooldowns = cooldowns.filter { $0.value > now }
+        }
+        let started = DispatchTime.now().uptimeNanoseconds
+        defer {
+            let now = DispatchTime.now().uptimeNanoseconds
+            bootstrapTime[s.user.id] = (bootstrapOwed(s.user.id) + Double(now - started) / 1e9, now)
+        }
         // The views whole (many subscriptions OR-ed are deeper than each), then counted: a set
         // that fails here is refused and the session keeps the one it had, with nothing sent.
         let plan: BootstrapPlan?
@@ -1245,8 +1272,9 @@ package final class SyncApp: @unchecked Sendable {
             }
             if isOrigin { try tellGone(s, gone, version: version, mail: mail) }
             if !entered.isEmpty {
-                let named = named()
-                for h in try linkHolders(s, of: entered) where !named.contains(h) {
+                // Named in the changeset or not: its instructions there do not bring back its
+                // links to what entered.
+                for h in try linkHolders(s, of: entered) {
                     if let text = try upsertText(h.className, h, keyText(h.primaryKey)) { out.append(.text(text)) }
                 }
             }

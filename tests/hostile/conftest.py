@@ -187,7 +187,8 @@ class Bystander:
     """Two ordinary clients (the Python binding) of one user pair on the server: `probe()` writes
     on one and times until the other has it. Errors either reports are kept in `errors`."""
 
-    def __init__(self, server: Server, app_id: str, directory: Path, owner_rules: bool) -> None:
+    def __init__(self, server: Server, app_id: str, directory: Path, owner_rules: bool,
+                 schema: Optional[List[Dict[str, Any]]] = None) -> None:
         import atoll
         self.atoll = atoll
         self.errors: List[Any] = []
@@ -206,7 +207,7 @@ class Bystander:
         # With owner rules both clients are one user (two devices); otherwise two users.
         self.user_id = users[0].id
         for name, user in zip(("writer", "reader"), users):
-            realm = atoll.open_synced(user, directory / f"{name}.realm", schema=SCHEMA,
+            realm = atoll.open_synced(user, directory / f"{name}.realm", schema=schema or SCHEMA,
                                       initial_subscriptions=[("all", "Task", "TRUEPREDICATE")])
             realm.subscriptions.wait(timeout=10)
             self.realms.append(realm)

@@ -224,8 +224,9 @@ def test_session_games_are_refused(server: Server) -> None:
         assert "no session 1" in assert_refused(conn, "badMessage")["message"]
     with Raw(server, APP, t) as conn:
         conn.bind()
-        # A download cursor ahead of the server's history.
-        conn.send({"type": "bind", "session": 2, "mode": "flexible", "file": None,
+        # A download cursor ahead of the server's history (a file the server knows: a new one
+        # starts at 0).
+        conn.send({"type": "bind", "session": 2, "mode": "flexible", "file": conn.file,
                    "downloadCursor": 10 ** 12})
         got = conn.until(lambda m: m["type"] == "error")
         assert (got[-1]["code"], got[-1]["session"]) == ("badServerVersion", 2)

@@ -84,7 +84,7 @@ final class Connection {
     var lastInsertRowID: Int64 { db.map { sqlite3_last_insert_rowid($0) } ?? 0 }
 
     /// When a statement running now must stop (`withDeadline`), in uptime nanoseconds.
-    private final class Deadline {
+    final class Deadline {
         let at: UInt64
         let seconds: Double
         init(seconds: Double) {
@@ -93,7 +93,19 @@ final class Connection {
             at = overflow ? .max : sum
         }
     }
-    private var deadline: Deadline?
+    private var deadline: Deadline? {
+        didSet { clock.deadline = deadline?.at }
+    }
+
+    /// The deadline as the store's SQL functions see it (their user data): a function that
+    /// runs long (a match over a large text) checks it itself, since SQLite's progress handler
+    /// only runs between its own instructions.
+    final class Clock: @unchecked Sendable {
+        var deadline: UInt64?
+        /// Whether the deadline has passed (never, without one).
+        var expired: Bool { deadline.map { DispatchTime.now().uptimeNanoseconds > $0 } ?? false }
+    }
+    let clock = Clock()
 
     /// Runs `body` with SQLite stopping any statement still running `seconds` from now: the
     /// step then throws `.timeout`. Checked every few thousand virtual machine instructions
@@ -117,7 +129,9 @@ final class Connection {
     /// Translates an SQLite result code into the store's error, with SQLite's message.
     func error(_ rc: Int32, sql: String? = nil) -> AtollError {
         let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
-        if rc & 0xFF == SQLITE_INTERRUPT, let deadline {
+        // Stopped at the deadline: by SQLite's progress handler, or by a function of the store's
+        // that checks it (an error then).
+        if rc & 0xFF == SQLITE_INTERRUPT || clock.expired, let deadline {
             return AtollError(.timeout, "the query ran longer than its budget of \(deadline.seconds) s and was stopped", sql: sql)
         }
         switch rc & 0xFF {

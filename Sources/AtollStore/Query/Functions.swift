@@ -15,9 +15,11 @@ import Foundation
 /// Aggregates `atoll_decimal_sum(x)` and `atoll_decimal_avg(x)` of stored decimal128 values.
 func registerQueryFunctions(_ conn: Connection) throws {
     let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS
+    // atoll_match gets the connection's deadline clock (the connection keeps it alive).
+    let clock = Unmanaged.passUnretained(conn.clock).toOpaque()
     for (name, arity, function) in [("atoll_match", Int32(4), atollMatch), ("atoll_mixed_get", 3, mixedGet),
                                      ("atoll_mixed_type", 3, mixedType), ("atoll_mixed_size", 2, mixedSize)] {
-        let rc = sqlite3_create_function_v2(conn.db, name, arity, flags, nil, function, nil, nil, nil)
+        let rc = sqlite3_create_function_v2(conn.db, name, arity, flags, name == "atoll_match" ? clock : nil, function, nil, nil, nil)
         guard rc == SQLITE_OK else { throw conn.error(rc) }
     }
     for (name, final) in [("atoll_decimal_sum", decimalSumFinal), ("atoll_decimal_avg", decimalAvgFinal)] {
@@ -194,40 +196,58 @@ private let atollMatch: SQLFunction = { context, _, argv in
         guard let p else { return [] }
         return Array(UnsafeBufferPointer(start: p, count: n))
     }
-    let matched: Bool
-    if flags == 0, op != 4 {  // LIKE's `?` is one character, not one byte
+    // A query with a deadline stops here too: a match over a large text is one call, which
+    // SQLite's progress handler cannot interrupt.
+    let clock = sqlite3_user_data(context).map { Unmanaged<Connection.Clock>.fromOpaque($0).takeUnretainedValue() }
+    let expired = { clock?.expired ?? false }
+    func fold(_ raw: [UInt8]) -> String {
+        var s = String(decoding: raw, as: UTF8.self)
+        if flags & 2 != 0 { s = s.folding(options: .diacriticInsensitive, locale: nil) }
+        if flags & 1 != 0 { s = s.lowercased() }
+        return s
+    }
+    let matched: Bool?
+    if op == 4 {
+        // LIKE's `?` is one character, not one byte.
+        if flags == 0 {
+            matched = like(Array(String(decoding: bytes(a), as: UTF8.self).unicodeScalars),
+                           Array(String(decoding: bytes(b), as: UTF8.self).unicodeScalars), expired)
+        } else {
+            matched = like(Array(fold(bytes(a)).unicodeScalars), Array(fold(bytes(b)).unicodeScalars), expired)
+        }
+    } else if flags == 0 {
         matched = match(op, bytes(a), bytes(b))
     } else {
-        let fold = { (raw: [UInt8]) -> [Unicode.Scalar] in
-            var s = String(decoding: raw, as: UTF8.self)
-            if flags & 2 != 0 { s = s.folding(options: .diacriticInsensitive, locale: nil) }
-            if flags & 1 != 0 { s = s.lowercased() }
-            return Array(s.unicodeScalars)
-        }
-        matched = match(op, fold(bytes(a)), fold(bytes(b)))
+        // Folded text compares as its UTF-8 bytes: UTF-8 matches only at character boundaries.
+        matched = match(op, Array(fold(bytes(a)).utf8), Array(fold(bytes(b)).utf8))
+    }
+    guard let matched else {
+        // An error, not a false: a statement near its end would otherwise finish with it.
+        sqlite3_result_error(context, "the query ran past its time budget", -1)
+        return
     }
     sqlite3_result_int(context, matched ? 1 : 0)
 }
 
-private func match<T: Equatable>(_ op: Int32, _ text: [T], _ pattern: [T]) -> Bool {
+/// Equals, begins with, ends with or contains, over bytes; `contains` by the C library's
+/// `memmem` (linear time: a pattern built to make a naive search quadratic does not).
+private func match(_ op: Int32, _ text: [UInt8], _ pattern: [UInt8]) -> Bool {
     switch op {
     case 0: return text == pattern
     case 1: return text.starts(with: pattern)
-    case 2: return text.count >= pattern.count && Array(text.suffix(pattern.count)) == pattern
+    case 2: return text.count >= pattern.count && text.suffix(pattern.count).elementsEqual(pattern)
     case 3:
         if pattern.isEmpty { return true }
         guard text.count >= pattern.count else { return false }
-        for start in 0...(text.count - pattern.count) where text[start] == pattern[0] {
-            if Array(text[start..<(start + pattern.count)]) == pattern { return true }
-        }
-        return false
-    case 4: return like(text, pattern)
+        return text.withUnsafeBytes { t in pattern.withUnsafeBytes { p in memmem(t.baseAddress, t.count, p.baseAddress, p.count) != nil } }
     default: return false
     }
 }
 
-/// Wildcard match: `*` matches any run (also empty), `?` one element. Linear backtracking.
-private func like<T: Equatable>(_ text: [T], _ pattern: [T]) -> Bool {
+/// Wildcard match: `*` matches any run (also empty), `?` one element, backtracking to the last
+/// star only; nil when `expired` says to stop (checked every few thousand steps: the worst case
+/// is the product of the lengths).
+private func like<T: Equatable>(_ text: [T], _ pattern: [T], _ expired: () -> Bool) -> Bool? {
     let star: T?, question: T?
     if let p = pattern as? [UInt8] {
         star = UInt8(ascii: "*") as? T; question = UInt8(ascii: "?") as? T
@@ -237,7 +257,10 @@ private func like<T: Equatable>(_ text: [T], _ pattern: [T]) -> Bool {
     }
     var t = 0, p = 0
     var starAt = -1, resume = 0
+    var steps = 0
     while t < text.count {
+        steps += 1
+        if steps & 0xFFF == 0, expired() { return nil }
         if p < pattern.count, pattern[p] == question || pattern[p] == text[t] && pattern[p] != star {
             t += 1; p += 1
         } else if p < pattern.count, pattern[p] == star {

@@ -189,6 +189,34 @@ final class SimulationRegressionTests: XCTestCase {
         ])
     }
 
+    func testALinkOlderThanItsTargetsEraseIsGoneThoughItsHolderIsNew() throws {
+        // d1 creates k1 and k0 linking it; d0 creates, erases and creates k1 again, newer. When
+        // d1's changeset arrives last, k0 is new but its link is older than k1's erase: gone,
+        // though k0 is created whole (seed 1796174397).
+        try assertConverges([
+            .write(1, [.create(key: 1, text: "d1-4", n: 4, tags: ["t1", "u1"], owned: true),
+                       .create(key: 0, text: "d1-5", n: 5, tags: ["t1", "u2"]), .linkInsert(key: 0, target: 1, at: 4)]),
+            .write(0, [.create(key: 1, text: "d0-8", n: 8, tags: ["t0", "u2"], owned: true)]),
+            .write(0, [.delete(key: 1)]),
+            .write(0, [.create(key: 1, text: "d0-21", n: 21, tags: ["t0", "u0"])]),
+        ])
+    }
+
+    func testAHolderNamedInTheChangesetThatBringsItsTargetGetsItsLinksBack() throws {
+        // k2 enters d0's view in the changeset that also sets k1.n; d0 holds k1, whose link to
+        // k2 read as none while k2 was outside: k1 comes whole too, though the changeset names
+        // it (seed 1796174639).
+        try assertConverges([
+            .write(0, [.create(key: 1, text: "d0-4", n: 4, tags: ["t0", "u1"], owned: true)]),
+            .subscribe(0, .high),
+            .write(2, [.create(key: 1, text: "d2-6", n: 6, tags: ["t2", "u0"])]),
+            .write(0, [.setN(key: 1, 11)]),
+            .write(2, [.create(key: 2, text: "d2-7", n: 7, tags: ["t2", "u1"])]),
+            .write(2, [.linkInsert(key: 1, target: 2, at: 7)]),
+            .write(2, [.setN(key: 2, 23), .setN(key: 1, 24)]),
+        ])
+    }
+
     // MARK: - Objects
 
     func testAPendingCreateOfAnObjectErasedMeanwhileEndsErased() throws {
