@@ -924,7 +924,10 @@ package final class SyncApp: @unchecked Sendable {
                     commit.entry = HistoryEntry(version: version, file: s.file, clientVersion: cs.clientVersion, clock: cs.clock,
                                                 user: s.user.id, changeset: effects.changesetText)
                 }
-                commit.touched = effects.order + result.changedWithoutEffects
+                // Each object once (an object may both have effects and have changed without one,
+                // and PostgreSQL's upsert refuses a row twice in one statement).
+                var seen = Set<ObjectID>()
+                commit.touched = (effects.order + result.changedWithoutEffects).filter { seen.insert($0).inserted }
                 return commit
             }
             s.uploadCursor = cs.clientVersion

@@ -11,6 +11,7 @@ too and runs in this process.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -59,11 +60,20 @@ def disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(directory: Path, leave: int) -> Path:
-    """Takes all but `leave` bytes of the file system with a filler file."""
+    """Takes all but `leave` bytes of the file system with a filler file. A server writing to
+    the same file system meanwhile may take the space first: then the filler stops where the
+    disk is full, which is what it was for."""
     st = os.statvfs(directory)
     filler = directory / "filler"
-    with open(filler, "wb") as f:
-        f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+    remaining = max(0, st.f_bavail * st.f_frsize - leave)
+    chunk = b"\0" * 65536
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while remaining > 0:
+                remaining -= f.write(chunk[:remaining])
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
     return filler
 
 
