@@ -67,6 +67,10 @@ final class Session {
     var downloadCursor: UInt64 = 0
     /// The parts so far of a changeset that arrives in parts.
     var partial: SyncChangeset?
+    /// The newest client version this session has received (a changeset in parts: its first).
+    var received: UInt64 = 0
+    /// The clock node of the session's first changeset: every later one must carry it too.
+    var node: Int64?
 
     init(number: Int64, connection: SyncConnection) {
         self.number = number
@@ -857,7 +861,16 @@ package final class SyncApp: @unchecked Sendable {
         let decoded = m.decodedChangesets
         for (n, item) in try m.list("changesets").enumerated() {
             var cs = try decoded?[n] ?? SyncChangeset(wire: item)
-            guard cs.clientVersion > s.clientAcked else { continue }
+            // A client sends each changeset once per session, in increasing versions, from after
+            // the cursor it bound with: one it sends again or out of order would be skipped
+            // without a word, so it is refused.
+            let nextPart = s.partial?.clientVersion == cs.clientVersion
+            guard cs.clientVersion > max(s.clientAcked, s.received) || nextPart else {
+                s.partial = nil
+                throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion) is out of order: after \(max(s.clientAcked, s.received)), "
+                                       + "changesets go in increasing client versions, each once")
+            }
+            s.received = cs.clientVersion
             if cs.clientVersion <= s.uploadCursor {
                 // Integrated before its acknowledgement was lost, and with it what the client
                 // was to be told of it: the state of its objects now tells it all the same.
@@ -865,6 +878,7 @@ package final class SyncApp: @unchecked Sendable {
                 try tellOwnState(s, of: cs)
                 continue
             }
+            try checkClock(cs, s)
             if let refusal = clockAhead(cs, s) {
                 s.partial = nil
                 return refuse(s.connection, refusal, reason: "clock ahead")
@@ -1002,6 +1016,22 @@ package final class SyncApp: @unchecked Sendable {
         return SyncErrorMessage(.clockAhead, "changeset \(cs.clientVersion) has a clock \(ahead) s ahead of the server's (at most \(limit / 1000) s): "
                                 + "check the device's clock; the upload is tried again after \(wait) s",
                                 session: s.number, retryAfter: wait)
+    }
+
+    /// Refuses (`badMessage`) a clock that is not a reading of the client file's own clock: a
+    /// negative time or counter, a node that is not positive (a client's node is a random
+    /// positive number, docs/protocol.md), or a node other than the session's first changeset's.
+    /// A clock borrowed from another device would tie with that device's writes and name list
+    /// elements alike.
+    private func checkClock(_ cs: SyncChangeset, _ s: Session) throws {
+        let c = cs.clock
+        guard c.milliseconds >= 0, c.counter >= 0, c.node > 0 else {
+            throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion): the clock \(c) is not a client's clock (negative, or node 0)")
+        }
+        if let node = s.node, node != c.node {
+            throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion): the clock's node \(c.node) is not this client's (\(node))")
+        }
+        s.node = c.node
     }
 
     /// Refuses (`badMessage`) list element identities newer than their changeset: an insert names

@@ -473,3 +473,70 @@ def test_a_clock_ahead_wins_only_within_the_limit_and_every_device_ends_with_the
         boot = subscribe(check, "_id == 'contested'", [], "Board", 1)
         assert [i["object"]["text"] for i in download_instructions(boot)] == ["later"]
     tried()
+
+
+CLOCK_GAMES = [
+    ("node 0", lambda c: [c.clock_ms, 0, 0]),
+    ("negative node", lambda c: [c.clock_ms, 0, -7]),
+    ("negative time", lambda c: [-1, 0, c.ident]),
+    ("negative counter", lambda c: [c.clock_ms, -1, c.ident]),
+    ("another device's node", lambda c: [c.clock_ms + 5, 0, c.ident + 1]),
+]
+
+
+@pytest.mark.parametrize("name,forge", CLOCK_GAMES, ids=[g[0] for g in CLOCK_GAMES])
+def test_a_changeset_clock_that_is_not_the_clients_own_is_refused(world: Dict[str, Any], name: str,
+                                                                    forge: Any) -> None:
+    """A changeset's clock is its client's: not negative, its node positive and the same for
+    every changeset of the session (a borrowed node ties with another device's writes and names
+    its list elements alike). The first, honest changeset lands; the forged one is refused as
+    `badMessage`, the connection closes and nothing of it is stored."""
+    server: Server = world["server"]
+    me = login_anonymous(server, APP)
+    key = "clock-" + "".join(ch if ch.isalnum() else "-" for ch in name)
+    with Raw(server, APP, me["access_token"]) as conn:
+        conn.bind(schema=SCHEMA)
+        subscribe(conn, "TRUEPREDICATE", [], "Board", 1)
+        upload(conn, [create("Board", key, {"text": "honest"})])
+        forged = conn.changeset([{"op": "set", "class": "Board", "primaryKey": key, "path": ["text"],
+                                  "value": "forged"}])
+        forged["clock"] = forge(conn)
+        conn.send({"type": "upload", "session": 1, "changesets": [forged]})
+        close, messages = conn.closed_with()
+    errors = [m for m in messages if m["type"] == "error"]
+    assert [e["code"] for e in errors] == ["badMessage"] and close is not None, messages
+    assert "clock" in errors[0]["message"], errors
+    with Raw(server, APP, login_anonymous(server, APP)["access_token"]) as check:
+        check.bind(schema=SCHEMA)
+        boot = subscribe(check, f"_id == '{key}'", [], "Board", 1)
+        assert [i["object"]["text"] for i in download_instructions(boot)] == ["honest"]
+    tried()
+
+
+@pytest.mark.parametrize("versions", [[2, 1], [1, 1], [3, 2]], ids=["backwards", "twice", "after-a-gap"])
+def test_changesets_out_of_order_are_refused_not_dropped(world: Dict[str, Any], versions: List[int]) -> None:
+    """A client's changesets go in increasing versions, each once. One that comes after a newer
+    one (or again) was dropped without a word: the client believed it stored. Now the server
+    refuses it (`badMessage`) and closes; what came before it in order stays stored."""
+    server: Server = world["server"]
+    me = login_anonymous(server, APP)
+    key = f"order-{'-'.join(map(str, versions))}"
+    with Raw(server, APP, me["access_token"]) as conn:
+        conn.bind(schema=SCHEMA)
+        subscribe(conn, "TRUEPREDICATE", [], "Board", 1)
+        changesets = []
+        for n, v in enumerate(versions):
+            cs = conn.changeset([create("Board", f"{key}-{n}", {"text": f"v{v}"})])
+            cs["clientVersion"] = v
+            changesets.append(cs)
+        conn.send({"type": "upload", "session": 1, "changesets": changesets[:1]})
+        conn.until(lambda m: m["type"] == "uploadAck" and m["clientVersion"] == versions[0])
+        conn.send({"type": "upload", "session": 1, "changesets": changesets[1:]})
+        close, messages = conn.closed_with()
+    errors = [m for m in messages if m["type"] == "error"]
+    assert [e["code"] for e in errors] == ["badMessage"] and "out of order" in errors[0]["message"], messages
+    with Raw(server, APP, login_anonymous(server, APP)["access_token"]) as check:
+        check.bind(schema=SCHEMA)
+        boot = subscribe(check, f"_id BEGINSWITH '{key}-'", [], "Board", 1)
+        assert sorted(i["primaryKey"] for i in download_instructions(boot)) == [f"{key}-0"]
+    tried()
