@@ -145,6 +145,18 @@ public struct Rules: Sendable {
     public func role(_ className: String, for user: RuleUser) -> Role? {
         (classes[className] ?? defaultRoles ?? []).first { $0.applies(to: user) }
     }
+
+    /// The properties of a class that its roles' read and write filters name (the heads of
+    /// their key paths).
+    func fieldsNamed(by className: String) -> Set<String> {
+        var names = Set<String>()
+        for role in classes[className] ?? defaultRoles ?? [] {
+            for filter in [role.read, role.write] {
+                if case .query(let text) = filter.kind { names.formUnion(QueryText.fieldNames(in: text)) }
+            }
+        }
+        return names
+    }
 }
 
 // MARK: - From the config file

@@ -377,11 +377,20 @@ package final class SyncApp: @unchecked Sendable {
         }
         var merged = schema
         var changed = false
+        // A property the rules name decides who reads and writes: the first client to add it
+        // fixes its type for everyone. As a collection, the rule's comparison means something
+        // else (any element), and every client with the single value is refused: not allowed.
+        func checkRuleField(_ cls: String, _ p: Property) throws {
+            guard p.collection != .single, configuration.rules.fieldsNamed(by: cls).contains(p.name) else { return }
+            throw SyncErrorMessage(.invalidSchemaChange, "'\(cls).\(p.name)' is named by the app's rules: development mode adds it only as a "
+                                   + "single value, not a \(p.collection.rawValue) (declare it in the app's schema)", session: session)
+        }
         for cls in client.classes {
             guard let index = merged.classes.firstIndex(where: { $0.name == cls.name }) else {
                 guard configuration.developmentMode else {
                     throw SyncErrorMessage(.invalidSchemaChange, "class '\(cls.name)' is not in the server's schema (development mode is off)", session: session)
                 }
+                for p in cls.properties { try checkRuleField(cls.name, p) }
                 merged.classes.append(cls)
                 changed = true
                 continue
@@ -399,6 +408,7 @@ package final class SyncApp: @unchecked Sendable {
                     guard configuration.developmentMode else {
                         throw SyncErrorMessage(.invalidSchemaChange, "'\(cls.name).\(p.name)' is not in the server's schema (development mode is off)", session: session)
                     }
+                    try checkRuleField(cls.name, p)
                     merged.classes[index].properties.append(p)
                     changed = true
                 }

@@ -540,3 +540,35 @@ def test_changesets_out_of_order_are_refused_not_dropped(world: Dict[str, Any], 
         boot = subscribe(check, f"_id BEGINSWITH '{key}-'", [], "Board", 1)
         assert sorted(i["primaryKey"] for i in download_instructions(boot)) == [f"{key}-0"]
     tried()
+
+
+# MARK: - Development mode
+
+def test_development_mode_does_not_let_the_first_client_make_a_rule_field_a_list(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In development mode the first client's schema fixes each new property's type. An
+    attacker who comes first with `owner_id: string[]` would make the owner rule mean "any
+    element" and lock out every real client (whose `owner_id` is a single string): a property
+    the rules name may be added only as a single value."""
+    directory = tmp_path_factory.mktemp("devmode")
+    server = start_server(directory, {"apps": [{"id": "dev", "developmentMode": True,
+                                                "rules": {"default": OWNER}}]})
+    try:
+        hostile = [{"name": "Thing", "primaryKey": "_id",
+                    "properties": {"_id": "string", "owner_id": "string[]", "text": "string"}}]
+        honest = [{"name": "Thing", "primaryKey": "_id",
+                   "properties": {"_id": "string", "owner_id": "string?", "text": "string"}}]
+        with Raw(server, "dev", login_anonymous(server, "dev")["access_token"]) as attacker:
+            got = attacker.bind(schema=hostile)
+        errors = [m for m in got if m["type"] == "error"]
+        assert [e["code"] for e in errors] == ["invalidSchemaChange"], got
+        assert "owner_id" in errors[0]["message"] and "rules" in errors[0]["message"], errors
+        user = login_anonymous(server, "dev")
+        with Raw(server, "dev", user["access_token"]) as real:
+            got = real.bind(schema=honest)
+            assert not [m for m in got if m["type"] == "error"], got
+            subscribe(real, "TRUEPREDICATE", [], "Thing", 1)
+            upload(real, [create("Thing", "mine", {"owner_id": user["user_id"], "text": "ok"})])
+        tried()
+    finally:
+        server.stop()
