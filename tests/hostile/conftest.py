@@ -246,6 +246,29 @@ class Bystander:
             a.close()
 
 
+# MARK: - The attack table
+
+# Every hostile test is an attack that the server must refuse (or survive without anyone else
+# noticing). Each one's outcome is kept here, and at the end of the session written to
+# ATOLL_STRESS_REPORT as {"attack": test, "held": bool, "seconds": ...} lines, from which
+# tests/stress/summary.py prints the table of attacks tried and held.
+OUTCOMES: List[Dict[str, Any]] = []
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        OUTCOMES.append({"attack": report.nodeid.split("/")[-1], "held": report.outcome == "passed",
+                         "skipped": report.outcome == "skipped", "seconds": round(report.duration, 3)})
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    target = os.environ.get("ATOLL_STRESS_REPORT")
+    if target and OUTCOMES:
+        with open(target, "a") as f:
+            for row in OUTCOMES:
+                f.write(json.dumps(row) + "\n")
+
+
 # MARK: - The summary line
 
 def report(suite: str, rounds: int, operations: int, faults: int, lost: int, crashes: int,
