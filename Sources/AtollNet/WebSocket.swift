@@ -332,6 +332,14 @@ public final class WebSocket: @unchecked Sendable {
         pump()
     }
 
+    /// Ends the connection at once, without a close handshake, and frees what is queued for the
+    /// peer (the handler sees 1006): for a peer that does not read, which could not read a close
+    /// frame queued behind what it has not read either. Any thread.
+    public func drop(reason: String) {
+        guard accepting.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        loop.execute { [self] in abort(reason) }
+    }
+
     /// Ends the connection without a close handshake (the handler sees 1006).
     func abort(_ reason: String) {
         abortReason = reason

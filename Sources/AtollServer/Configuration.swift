@@ -128,6 +128,19 @@ public struct ServerConfiguration: Sendable {
     public var logLevel: LogLevel = .info
     /// The largest message a client may send.
     public var maxMessageBytes = 16 << 20
+    /// Bytes the server may hold queued for one connection whose client does not read them
+    /// (a bootstrap larger than this cannot be sent to it); past it the connection closes with
+    /// 1008 and the client resumes from its cursor when it comes back.
+    public var maxQueuedBytes = 256 << 20
+    /// Bytes the server may hold queued for all the connections of one user of an app together:
+    /// past it, the connection that would queue more closes with 1008. Without it, a user's
+    /// connections that never read would each hold up to `maxQueuedBytes`.
+    public var maxQueuedBytesPerUser = 256 << 20
+    /// Bytes of messages read from all the connections of an app and not yet handled (each
+    /// connection may have four messages' worth, at least 64 MB): past it, the connection whose
+    /// message would go over gets `tooManyMessages` and closes. Without it, many connections
+    /// each sending large uploads at once would together hold any amount.
+    public var maxPendingBytesPerApp = 256 << 20
     /// Upload messages a connection may send per second (a bucket that holds one second of
     /// them) before it gets `tooManyMessages` and is closed with 1008; 0: no limit. The default
     /// is far above what a client sends (one upload per commit, waited for or batched) and stops
@@ -176,6 +189,15 @@ public struct ServerConfiguration: Sendable {
         if let v = d["maxMessageBytes"] {
             guard case .int(let n) = v, n >= 1024 else { throw AtollError(.invalidArgument, "maxMessageBytes must be an integer of at least 1024") }
             maxMessageBytes = Int(n)
+        }
+        for (key, target) in [("maxQueuedBytes", \ServerConfiguration.maxQueuedBytes),
+                              ("maxQueuedBytesPerUser", \ServerConfiguration.maxQueuedBytesPerUser),
+                              ("maxPendingBytesPerApp", \ServerConfiguration.maxPendingBytesPerApp)] {
+            guard let v = d[key] else { continue }
+            guard case .int(let n) = v, n >= 1 << 20, n <= 1 << 40 else {
+                throw AtollError(.invalidArgument, "\(key) must be an integer from 1048576 (1 MB) to 1099511627776 (1 TB)")
+            }
+            self[keyPath: target] = Int(n)
         }
         if let v = d["maxUploadsPerSecond"] {
             guard case .int(let n) = v, n >= 0 else { throw AtollError(.invalidArgument, "maxUploadsPerSecond must be an integer, 0 or more (0: no limit)") }

@@ -4,6 +4,7 @@ import AtollProtocol
 import AtollStore
 import CJansson
 import Foundation
+import Synchronization
 
 /// A subscription as the server holds it.
 struct Subscription: Sendable, Hashable {
@@ -176,6 +177,13 @@ package final class SyncApp: @unchecked Sendable {
     /// Every open connection, with or without sessions (the admin API closes a disabled user's
     /// connections, also those that have not bound a session yet).
     private(set) var connections: [ObjectIdentifier: SyncConnection] = [:]
+    /// What each user's connections have queued for their clients (any thread).
+    let queued = UserQueues()
+    /// Large messages parsed on another core ahead of the queue, for all connections together:
+    /// six connections each sending a 16 MB upload hold one budget of parsed messages, not six.
+    let parseAhead = ParseAhead()
+    /// Bytes of all its connections' messages read and not yet handled (any thread).
+    let pendingBytes = Atomic<Int>(0)
 
     package func connectionOpened(_ connection: SyncConnection) {
         queue.async { [self] in connections[ObjectIdentifier(connection)] = connection }

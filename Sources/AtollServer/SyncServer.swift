@@ -17,6 +17,16 @@ package protocol SyncTransport: AnyObject, Sendable {
     func close(code: UInt16, reason: String)
     /// The peer's address, for the admin console.
     var remoteAddress: String { get }
+    /// Bytes queued for the peer and not written yet.
+    var queuedBytes: Int { get }
+    /// Ends the connection at once, dropping what is queued (a peer that does not read).
+    func drop(reason: String)
+}
+
+extension SyncTransport {
+    /// A transport without a queue of its own (an in-memory peer) holds nothing.
+    package var queuedBytes: Int { 0 }
+    package func drop(reason: String) { close(code: 1008, reason: reason) }
 }
 
 extension WebSocket: SyncTransport {
@@ -40,8 +50,6 @@ package final class SyncConnection: @unchecked Sendable {
     private(set) var throttled = false
     /// Bytes of messages read and not yet handled on the app's queue.
     let pendingBytes = Atomic<Int>(0)
-    /// Large messages parsed on another core while the app's queue is busy.
-    private let parseAhead = ParseAhead()
 
     package init(transport: any SyncTransport, user: RuleUser, app: SyncApp) {
         self.transport = transport
@@ -58,6 +66,7 @@ package final class SyncConnection: @unchecked Sendable {
             c.connectionsOpened += 1
         }
         app.connectionOpened(self)
+        app.queued.opened(self)
         socket.onEvent = { [self] event in
             switch event {
             case .text(let text):
@@ -66,26 +75,34 @@ package final class SyncConnection: @unchecked Sendable {
                 // messages is dropped instead of growing the queue without end.
                 let size = text.utf8.count
                 let waiting = pendingBytes.add(size, ordering: .relaxed).newValue
-                if waiting > app.limits.maxPendingBytes {
-                    app.log.warning("dropping a connection whose messages pile up", ["user": user.id, "bytes": "\(waiting)"])
+                let waitingInApp = app.pendingBytes.add(size, ordering: .relaxed).newValue
+                if waiting > app.limits.maxPendingBytes || waitingInApp > app.limits.maxPendingBytesPerApp {
+                    let what = waiting > app.limits.maxPendingBytes
+                        ? "more than \(app.limits.maxPendingBytes) bytes of this connection's messages wait to be handled"
+                        : "more than \(app.limits.maxPendingBytesPerApp) bytes of messages wait to be handled in this app"
+                    app.log.warning("dropping a connection whose messages pile up", ["user": user.id, "bytes": "\(waiting)", "app bytes": "\(waitingInApp)"])
                     app.metrics.error(SyncErrorCode.tooManyMessages.rawValue)
-                    send(SyncErrorMessage(.tooManyMessages, "more than \(app.limits.maxPendingBytes) bytes of messages wait to be handled",
-                                          retryAfter: 1).wireValue)
+                    send(SyncErrorMessage(.tooManyMessages, what, retryAfter: 1).wireValue)
                     close(code: 1008, reason: "too many messages")
                     pendingBytes.subtract(size, ordering: .relaxed)
+                    app.pendingBytes.subtract(size, ordering: .relaxed)
                     return
                 }
                 // A large message is parsed on another core meanwhile; the queue handles the
                 // messages in order all the same.
-                let message = ParsedMessage(text, ahead: parseAhead)
+                let message = ParsedMessage(text, ahead: app.parseAhead)
                 app.queue.async { [self] in
-                    defer { pendingBytes.subtract(size, ordering: .relaxed) }
+                    defer {
+                        pendingBytes.subtract(size, ordering: .relaxed)
+                        app.pendingBytes.subtract(size, ordering: .relaxed)
+                    }
                     receive(message)
                 }
             case .binary:
                 send(SyncErrorMessage(.badMessage, "messages are JSON text, not binary").wireValue)
                 close(code: 1003, reason: "text only")
             case .closed:
+                app.queued.closed(self)
                 app.metrics.update { $0.connections -= 1 }
                 app.connectionClosed(self)
             case .pong:
@@ -111,10 +128,19 @@ package final class SyncConnection: @unchecked Sendable {
     func send(_ value: Value) { send(text: Wire.encode(value)) }
 
     func send(text: String) {
-        do { try transport.send(text) } catch NetError.queueFull(_) {
-            // A client that does not read its downloads is dropped; it resumes from its cursor.
+        do {
+            try transport.send(text)
+            // What this user's connections hold together, looked at once this one holds a
+            // fair amount (most never do: a client reads as fast as it is sent to).
+            if transport.queuedBytes > UserQueues.lookAbove, app.queued.bytes(of: user.id) > app.limits.maxQueuedBytesPerUser {
+                app.log.warning("dropping a connection: its user's connections hold too much unread", ["user": user.id])
+                transport.drop(reason: "its user's connections hold too much unread")
+            }
+        } catch NetError.queueFull(_) {
+            // A client that does not read its downloads is dropped, and what waits for it freed
+            // at once; it resumes from its cursor.
             app.log.warning("dropping a connection that does not keep up", ["user": user.id])
-            transport.close(code: 1008, reason: "too far behind")
+            transport.drop(reason: "too far behind")
         } catch {
             // The connection is closing: the client resumes from its cursor when it comes back.
             app.log.debug("a message to a closing connection was dropped", ["user": user.id, "error": "\(error)"])
@@ -177,12 +203,40 @@ struct SyncLimits: Sendable {
     var maxPendingBytes: Int
     /// How far a changeset's clock may be ahead of the server's wall clock (milliseconds); 0: no limit.
     var maxClockAheadMilliseconds: Int64 = 0
+    /// Bytes queued for all the connections of one user together (`maxQueuedBytesPerUser`).
+    var maxQueuedBytesPerUser: Int = 256 << 20
+    /// Bytes of all the app's connections' messages waiting to be handled (`maxPendingBytesPerApp`).
+    var maxPendingBytesPerApp: Int = 256 << 20
 
     /// Seconds as milliseconds, at most `Int64.max` (0 or less: no limit, 0).
     static func milliseconds(_ seconds: Int) -> Int64 {
         guard seconds > 0 else { return 0 }
         let (ms, overflow) = Int64(clamping: seconds).multipliedReportingOverflow(by: 1000)
         return overflow ? .max : ms
+    }
+}
+
+/// The open connections of an app per user, for what they have queued for their clients
+/// together (`maxQueuedBytesPerUser`). Used from any thread: a send looks at it.
+final class UserQueues: Sendable {
+    /// Below this, a connection's own queue is not worth adding up with the others'.
+    static let lookAbove = 1 << 20
+    private let transports = Mutex<[String: [ObjectIdentifier: any SyncTransport]]>([:])
+
+    func opened(_ c: SyncConnection) {
+        transports.withLock { $0[c.user.id, default: [:]][ObjectIdentifier(c)] = c.transport }
+    }
+
+    func closed(_ c: SyncConnection) {
+        transports.withLock { all in
+            all[c.user.id]?[ObjectIdentifier(c)] = nil
+            if all[c.user.id]?.isEmpty == true { all[c.user.id] = nil }
+        }
+    }
+
+    /// The bytes a user's connections have queued, all together.
+    func bytes(of user: String) -> Int {
+        transports.withLock { $0[user]?.values.reduce(0) { $0 + $1.queuedBytes } ?? 0 }
     }
 }
 
@@ -213,11 +267,13 @@ public final class SyncServer: @unchecked Sendable {
         http.port = configuration.port
         http.webSocket.maxMessageBytes = configuration.maxMessageBytes
         http.webSocket.pingInterval = 30
-        http.webSocket.maxQueuedBytes = 256 << 20
+        http.webSocket.maxQueuedBytes = configuration.maxQueuedBytes
         let limits = SyncLimits(maxUploadsPerSecond: configuration.maxUploadsPerSecond,
                                 maxQueriesPerSecond: configuration.maxQueriesPerSecond,
                                 maxPendingBytes: max(64 << 20, 4 * configuration.maxMessageBytes),
-                                maxClockAheadMilliseconds: SyncLimits.milliseconds(configuration.maxClockAheadSeconds))
+                                maxClockAheadMilliseconds: SyncLimits.milliseconds(configuration.maxClockAheadSeconds),
+                                maxQueuedBytesPerUser: configuration.maxQueuedBytesPerUser,
+                                maxPendingBytesPerApp: configuration.maxPendingBytesPerApp)
         self.http = try HTTPServer(configuration: http)
         var apps = [String: SyncApp]()
         var auth = [String: AuthService]()
