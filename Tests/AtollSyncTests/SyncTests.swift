@@ -592,9 +592,13 @@ final class ServerLimitConfigurationTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: file) }
         let defaults = ServerConfiguration()
         XCTAssertEqual([defaults.maxClockAheadSeconds, defaults.maxQueriesPerSecond, defaults.maxUploadsPerSecond], [60, 100, 1000])
+        XCTAssertEqual([defaults.maxQueuedBytes, defaults.maxQueuedBytesPerUser, defaults.maxPendingBytesPerApp], [256 << 20, 256 << 20, 256 << 20])
         let cases: [(key: String, good: [(String, Int)], bad: [String], read: (ServerConfiguration) -> Int)] = [
             ("maxClockAheadSeconds", [("0", 0), ("5", 5), ("315360000", 315_360_000)], ["-1", "315360001", "\"1h\"", "1.5"], \.maxClockAheadSeconds),
             ("maxQueriesPerSecond", [("0", 0), ("7", 7)], ["-1", "\"7\"", "2.5", "null"], \.maxQueriesPerSecond),
+            ("maxQueuedBytes", [("1048576", 1 << 20), ("1099511627776", 1 << 40)], ["0", "1048575", "1099511627777", "\"1MB\""], \.maxQueuedBytes),
+            ("maxQueuedBytesPerUser", [("33554432", 32 << 20)], ["-1", "1024", "null"], \.maxQueuedBytesPerUser),
+            ("maxPendingBytesPerApp", [("33554432", 32 << 20)], ["0", "1.5e9"], \.maxPendingBytesPerApp),
         ]
         for c in cases {
             for (text, expected) in c.good {
