@@ -200,6 +200,8 @@ public final class SyncServer: @unchecked Sendable {
     let metricsHistory: MetricsHistory
     /// Other instances' new versions, with a shared PostgreSQL storage.
     let listener: PostgresListener?
+    /// This server's hold on its data directory, until `shutdown`.
+    let dataLock: DataDirectoryLock
 
     /// Opens every app's data (creating the directories) and sets up the routes.
     /// - Parameter authHooks: configures an app's auth before it is created (tests give
@@ -207,6 +209,8 @@ public final class SyncServer: @unchecked Sendable {
     public init(configuration: ServerConfiguration,
                 authHooks: (@Sendable (inout AuthConfiguration) -> Void)? = nil) throws {
         self.configuration = configuration
+        // Before anything in the directory is opened: a second server on it stops here.
+        dataLock = try DataDirectoryLock(directory: configuration.dataDirectory)
         log = Logger(level: configuration.logLevel)
         var http = HTTPServerConfiguration()
         http.host = configuration.host
@@ -258,13 +262,14 @@ public final class SyncServer: @unchecked Sendable {
     }
 
     /// Stops accepting, closes WebSockets (clients resume elsewhere or later), waits for the
-    /// integration in progress to commit, and closes the stores.
+    /// integration in progress to commit, closes the stores and lets the data directory go.
     public func shutdown() async {
         await http.shutdown()
         metricsHistory.stop()
         listener?.stop()
         for app in apps.values { app.close() }
         for service in auth.values { service.close() }
+        dataLock.release()
         log.info("stopped")
     }
 
