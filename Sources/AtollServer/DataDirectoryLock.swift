@@ -16,15 +16,12 @@ final class DataDirectoryLock: @unchecked Sendable {
     private let fd: Mutex<Int32>
     let path: String
 
-    /// Takes the lock, making the directory when it is missing.
+    /// Takes the lock, making the directory (mode 0700) when it is missing.
     /// - Throws: `AtollError(.busy)` when another process (or another server in this one) holds
     ///   it, `AtollError(.file)` when the directory or the lock file cannot be made.
     init(directory: String) throws {
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw AtollError(.file, "cannot create the data directory '\(directory)': \(error.localizedDescription)")
-        }
+        // The server's own directory: mode 0700, whoever made it (docs/server.md, "Files on disk").
+        try PrivateFiles.directory(directory, tighten: true)
         path = directory + "/" + Self.fileName
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {

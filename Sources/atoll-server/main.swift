@@ -30,6 +30,10 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
+// Everything the server makes is its user's only (keys, users, data; docs/server.md, "Files on
+// disk"): the stores set their modes themselves, this covers what else may be made.
+umask(0o077)
+
 var arguments = Array(CommandLine.arguments.dropFirst())
 var options = [String: String]()
 while let first = arguments.first {

@@ -586,6 +586,28 @@ final class ClockAheadTests: XCTestCase {
 }
 
 /// The limits a config file sets, and the values it refuses.
+final class ClientFilePermissionTests: XCTestCase {
+    /// The users file holds refresh tokens: only its owner may read it, whatever the umask, and a
+    /// metadata directory the app makes is its owner's only.
+    func testTheUsersFileAndTheDirectoryMadeForItArePrivate() throws {
+        let directory = NSTemporaryDirectory() + "atoll-client-modes-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        let app = try App(configuration: AppConfiguration(appId: "modes", metadataDirectory: directory + "/meta"))
+        _ = app
+        func mode(_ path: String) throws -> Int {
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            return (attributes[.posixPermissions] as? Int ?? -1) & 0o777
+        }
+        XCTAssertEqual(try mode(directory + "/meta"), 0o700)
+        XCTAssertEqual(try mode(directory + "/meta/atoll-users-modes.realm"), 0o600)
+        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: directory + "/meta/atoll-users-modes.realm" + suffix) {
+            XCTAssertEqual(try mode(directory + "/meta/atoll-users-modes.realm" + suffix), 0o600, suffix)
+        }
+    }
+}
+
 final class ServerLimitConfigurationTests: XCTestCase {
     func testLimitsParseAndBadValuesAreRefused() throws {
         let file = NSTemporaryDirectory() + "atoll-limits-\(UUID().uuidString).json"

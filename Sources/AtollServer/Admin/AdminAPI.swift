@@ -323,7 +323,8 @@ final class AdminAPI: Sendable {
         let path = dataDirectory + "/" + app + "/" + name
         let temporary = path + ".tmp"
         do {
-            try Data(Wire.encode(json).utf8).write(to: URL(fileURLWithPath: temporary))
+            // admin-auth.json may hold the custom-JWT secret: mode 0600, as the signing key.
+            try PrivateFiles.write(Array(Wire.encode(json).utf8), to: temporary)
             if rename(temporary, path) != 0 { throw AtollError(.file, String(cString: strerror(errno))) }
         } catch {
             unlink(temporary)
