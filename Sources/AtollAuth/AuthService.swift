@@ -89,19 +89,23 @@ public final class AuthService: @unchecked Sendable {
     // MARK: - Access tokens
 
     /// A new access token for a user: HS256, `sub`, `aud` (the app id), `typ` "access", `iat`,
-    /// `exp`, and a token id `jti`.
-    func makeAccessToken(userId: String) -> String {
+    /// `exp`, a token id `jti`, and `sid`, the session it belongs to: the stored id (SHA-256 hex)
+    /// of the refresh token it was issued with. The token is good only while that refresh token
+    /// is stored, so that a logout, a disable or a delete (each deletes refresh tokens) ends it
+    /// for good: enabling the user again does not bring it back.
+    func makeAccessToken(userId: String, session: String) -> String {
         let now = Date().timeIntervalSince1970
         let claims: Document = [
             "sub": .string(userId), "aud": .string(configuration.appId), "typ": .string("access"),
             "iat": .int(Int64(now)), "exp": .int(Int64(now + configuration.accessTokenLifetime)),
-            "jti": .string(AuthRecord.newId()),
+            "jti": .string(AuthRecord.newId()), "sid": .string(session),
         ]
         return JWT.signHS256(claims, key: signingKey)
     }
 
-    /// The user an access token belongs to, when the token is this service's, unexpired, and the
-    /// user still exists and is enabled.
+    /// The user an access token belongs to, when the token is this service's, unexpired, the
+    /// user still exists and is enabled, and the token's session (its refresh token) was not
+    /// logged out or revoked.
     ///
     /// ```swift
     /// let user = try auth.verifyAccessToken(token)   // user.id, user.data
@@ -110,12 +114,15 @@ public final class AuthService: @unchecked Sendable {
     ///   `.expired`, `.userDisabled`; `.internal` when the store fails.
     public func verifyAccessToken(_ token: String) throws -> AuthenticatedUser {
         do {
-            let userId = try accessTokenSubject(token)
+            let (userId, session) = try accessTokenSubject(token)
             return try store.reading {
                 guard let user = try store.user(userId) else {
                     throw AuthError(.invalidSession, "invalid session: the token's user no longer exists")
                 }
                 guard !user.disabled else { throw AuthError(.userDisabled, "the user is disabled") }
+                guard let stored = try store.refreshToken(hash: session), stored.userId == userId else {
+                    throw AuthError(.invalidSession, "invalid session: the token's session was logged out or revoked")
+                }
                 return try authenticatedUser(user)
             }
         } catch {
@@ -125,8 +132,9 @@ public final class AuthService: @unchecked Sendable {
         }
     }
 
-    /// The `sub` of a valid access token (signature, `typ`, `aud` and `exp` checked; not the user).
-    private func accessTokenSubject(_ token: String) throws -> String {
+    /// The `sub` and `sid` of a valid access token (signature, `typ`, `aud` and `exp` checked;
+    /// not the user, not the session).
+    private func accessTokenSubject(_ token: String) throws -> (user: String, session: String) {
         let jwt = try JWT(token, failing: .invalidSession)
         guard JWTVerifier.hs256([signingKey]).verifies(jwt) else {
             throw AuthError(.invalidSession, "invalid session: the access token's signature does not match")
@@ -137,12 +145,17 @@ public final class AuthService: @unchecked Sendable {
         guard Self.audience(jwt, contains: [configuration.appId]) else {
             throw AuthError(.invalidSession, "invalid session: the token is for another app")
         }
-        guard let exp = jwt.seconds("exp") else { throw AuthError(.invalidSession, "invalid session: the token has no exp") }
+        guard let exp = try jwt.seconds("exp", failing: .invalidSession, "invalid session") else {
+            throw AuthError(.invalidSession, "invalid session: the token has no exp")
+        }
         guard Date().timeIntervalSince1970 < exp else { throw AuthError(.expired, "invalid session: access token expired") }
         guard let sub = jwt.claims["sub"]?.stringValue, !sub.isEmpty else {
             throw AuthError(.invalidSession, "invalid session: the token has no sub")
         }
-        return sub
+        guard let sid = jwt.claims["sid"]?.stringValue, !sid.isEmpty else {
+            throw AuthError(.invalidSession, "invalid session: the token names no session (sid); refresh it")
+        }
+        return (sub, sid)
     }
 
     /// Whether a token's `aud` (a string or an array of them) names one of `accepted`.
@@ -188,7 +201,8 @@ public final class AuthService: @unchecked Sendable {
     /// The body of a successful login: new access and refresh tokens for the user.
     func loginResponse(userId: String, deviceId: String) throws -> Document {
         let refresh = try store.transaction { try makeRefreshToken(userId: userId) }
-        return ["access_token": .string(makeAccessToken(userId: userId)), "refresh_token": .string(refresh),
+        let session = Crypto.sha256Hex(refresh)
+        return ["access_token": .string(makeAccessToken(userId: userId, session: session)), "refresh_token": .string(refresh),
                 "user_id": .string(userId), "device_id": .string(deviceId)]
     }
 

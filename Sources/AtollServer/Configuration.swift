@@ -30,6 +30,9 @@ public struct AppConfiguration: Sendable {
     public var rulesSource: Value?
     /// The `"auth"` part of the config, read by the app API.
     public var auth: Value?
+    /// Whether `auth` is what the admin console saved (`admin-auth.json`), whose settings may not
+    /// name key files, rather than the config file's.
+    public var authFromConsole = false
     /// What one user's subscriptions may cost (`"queryLimits"`).
     public var queryLimits = QueryLimits()
 

@@ -233,7 +233,8 @@ public final class SyncServer: @unchecked Sendable {
             let syncApp = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage)
             syncApp.limits = limits
             apps[app.id] = syncApp
-            var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0) } ?? AuthConfiguration(appId: app.id)
+            var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0, keyFiles: !app.authFromConsole) }
+                ?? AuthConfiguration(appId: app.id)
             authHooks?(&authConfiguration)
             auth[app.id] = try configuration.postgresURL.map { try PostgresAuthStore.service(configuration: authConfiguration, url: $0) }
                 ?? AuthService(configuration: authConfiguration, directory: directory)

@@ -7,13 +7,21 @@ starts its own atoll-server (real sockets, a free loopback port) with the limits
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, Iterator, Tuple
 
-from conftest import Raw, http_json, login_anonymous, login_email, start_server
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from conftest import Raw, Server, http_json, login_anonymous, login_email, start_server
 from processes import SERVER
 
 
@@ -78,3 +86,92 @@ def test_the_servers_files_are_its_users_only(tmp_path: Path) -> None:
         assert not wrong, wrong
     finally:
         assert server.stop() == 0
+
+
+# MARK: - Tokens that cannot be stretched or revived
+
+JWT_SECRET = "a-custom-jwt-secret-of-at-least-32-bytes"
+ADMIN_KEY = "server-limits-admin-key-0123456789"
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def custom_token(claims_json: str, secret: str = JWT_SECRET) -> str:
+    """An HS256 JWT over claims given as JSON text (so that `1e400` goes as written)."""
+    head = b64(b'{"alg":"HS256","typ":"JWT"}') + "." + b64(claims_json.encode())
+    return head + "." + b64(hmac.new(secret.encode(), head.encode(), hashlib.sha256).digest())
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    directory = tmp_path_factory.mktemp("limits-tokens")
+    s = start_server(directory, {"admin": {"key": ADMIN_KEY}, "apps": [
+        {"id": "main", "developmentMode": True,
+         "auth": {"anonymous": True, "emailPassword": {"autoConfirm": True},
+                  "customJWT": {"algorithm": "HS256", "secret": JWT_SECRET}}}]})
+    yield s
+    assert s.stop() == 0
+
+
+def custom_login(server: Server, claims_json: str) -> Tuple[int, Any]:
+    return http_json("POST", f"{server.api('main')}/auth/providers/custom-token/login",
+                     {"token": custom_token(claims_json)})
+
+
+def test_a_custom_jwt_whose_exp_is_no_date_or_years_ahead_is_refused(token_server: Server) -> None:
+    now = int(time.time())
+    status, body = custom_login(token_server, f'{{"sub":"jwt-user","exp":{now + 600}}}')
+    assert status == 200, body
+    for exp in ("1e400", "-1e400", "1e300", "1.7976931348623157e308", str(now + 10 * 366 * 86400),
+                "NaN", "Infinity", '"never"', "null"):
+        status, body = custom_login(token_server, f'{{"sub":"jwt-user","exp":{exp}}}')
+        # 1e400 and NaN do not even parse (jansson refuses a real that overflows); 1e300 and ten
+        # years ahead are numbers a token must not be good for.
+        assert status == 401 and body["error"], (exp, status, body)
+
+
+def test_the_admin_api_reads_no_key_file(token_server: Server, tmp_path: Path) -> None:
+    secret_file = tmp_path / "not-a-key.pem"
+    secret_file.write_text("-----BEGIN PUBLIC KEY-----\nTHE-SERVERS-SECRET\n-----END PUBLIC KEY-----\n")
+    admin = f"{token_server.url}/api/admin/v1/apps/main/auth"
+    for path in (str(secret_file), "/etc/passwd", "/proc/self/environ"):
+        status, body = http_json("PUT", admin, {
+            "anonymous": True, "emailPassword": {"autoConfirm": True},
+            "customJWT": {"algorithm": "RS256", "publicKeyFile": path}}, token=ADMIN_KEY)
+        assert status == 400, (path, status, body)
+        text = json.dumps(body)
+        assert "publicKeyFile" in text and "THE-SERVERS-SECRET" not in text and "root:" not in text, body
+    # The settings in force did not change: custom JWT (HS256) still logs in.
+    status, body = custom_login(token_server, f'{{"sub":"jwt-user","exp":{int(time.time()) + 600}}}')
+    assert status == 200, body
+
+
+def test_tokens_issued_before_a_disable_or_a_logout_stay_invalid(token_server: Server) -> None:
+    users = f"{token_server.url}/api/admin/v1/apps/main/users"
+    login = login_email(token_server, "main", "revived@example.com")
+    profile = f"{token_server.api('main')}/auth/profile"
+    assert http_json("GET", profile, token=login["access_token"])[0] == 200
+    status, body = http_json("POST", f"{users}/{login['user_id']}/disable", token=ADMIN_KEY)
+    assert status == 200, body
+    status, body = http_json("POST", f"{users}/{login['user_id']}/enable", token=ADMIN_KEY)
+    assert status == 200, body
+    # Enabled again: the access token from before the disable stays refused, here and at sync.
+    status, body = http_json("GET", profile, token=login["access_token"])
+    assert status == 401 and body["error_code"] == "InvalidSession", (status, body)
+    with pytest.raises(InvalidStatus) as refused:
+        Raw(token_server, "main", login["access_token"])
+    assert refused.value.response.status_code == 401
+    # A new login works; its logout ends its access tokens (the login's and a refreshed one).
+    again = login_email(token_server, "main", "revived@example.com")
+    status, refreshed = http_json("POST", f"{token_server.api('main')}/auth/session",
+                                  token=again["refresh_token"])
+    assert status == 201, refreshed
+    for token in (again["access_token"], refreshed["access_token"]):
+        assert http_json("GET", profile, token=token)[0] == 200
+    status, _ = http_json("DELETE", f"{token_server.api('main')}/auth/session", token=again["refresh_token"])
+    assert status == 204
+    for token in (again["access_token"], refreshed["access_token"]):
+        status, body = http_json("GET", profile, token=token)
+        assert status == 401 and body["error_code"] == "InvalidSession", (status, body)

@@ -108,9 +108,15 @@ extension AuthService {
             throw AuthError(.invalidCredentials, "invalid custom token: the signature does not match (expected \(verifier.algorithm))")
         }
         let now = Date().timeIntervalSince1970
-        guard let exp = jwt.seconds("exp") else { throw AuthError(.invalidCredentials, "invalid custom token: no exp claim") }
+        guard let exp = try jwt.seconds("exp", failing: .invalidCredentials, "invalid custom token") else {
+            throw AuthError(.invalidCredentials, "invalid custom token: no exp claim")
+        }
         guard now < exp else { throw AuthError(.invalidCredentials, "invalid custom token: expired") }
-        if let nbf = jwt.seconds("nbf"), now < nbf {
+        // A token that stays good for years is one whose theft is forever: refused, whatever signed it.
+        guard exp <= now + Self.maxCustomTokenLifetime else {
+            throw AuthError(.invalidCredentials, "invalid custom token: exp is more than \(Int(Self.maxCustomTokenLifetime / 86_400)) days ahead")
+        }
+        if let nbf = try jwt.seconds("nbf", failing: .invalidCredentials, "invalid custom token"), now < nbf {
             throw AuthError(.invalidCredentials, "invalid custom token: not valid yet (nbf)")
         }
         if !settings.audience.isEmpty, !Self.audience(jwt, contains: settings.audience) {
@@ -164,6 +170,11 @@ extension AuthService {
 
     /// Passwords are 6 to 128 characters, as App Services'.
     static let passwordLengths = 6...128
+
+    /// How far ahead a custom JWT's `exp` may be: a year. The provider's tokens are for logging
+    /// in (the session then lives on refresh tokens), and one good for longer would let whoever
+    /// copied it log in long after its holder lost access.
+    static let maxCustomTokenLifetime: Double = 366 * 86_400
 
     /// `POST …/local-userpass/register` `{"email", "password"}` → 201 `{}`.
     func register(_ request: HTTPRequest) throws -> HTTPResponse {

@@ -100,7 +100,9 @@ extension AuthService {
     func refreshSession(_ request: HTTPRequest) throws -> HTTPResponse {
         let user = try sessionUser(request)
         count { $0.tokenRefreshes += 1 }
-        return Self.json(.object(["access_token": .string(makeAccessToken(userId: user.id))]), status: .created)
+        // Bound to the refresh token presented: its logout ends this access token too.
+        let session = Crypto.sha256Hex(try Self.bearerToken(request))
+        return Self.json(.object(["access_token": .string(makeAccessToken(userId: user.id, session: session))]), status: .created)
     }
 
     /// `DELETE auth/session`, refresh token → revoked (204).

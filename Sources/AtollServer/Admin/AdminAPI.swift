@@ -60,6 +60,7 @@ final class AdminAPI: Sendable {
         }
         if let data = FileManager.default.contents(atPath: directory + "/" + authFile) {
             app.auth = try EJSON.parse(String(decoding: data, as: UTF8.self))
+            app.authFromConsole = true
         }
         return app
     }
@@ -303,7 +304,8 @@ final class AdminAPI: Sendable {
         do {
             // Checked as at start (AuthConfiguration(appId:json:) validates what it reads, and
             // reconfigure makes the custom-JWT keys) before anything changes.
-            try service.reconfigure(try AuthConfiguration(appId: id, json: json))
+            // No key files from here: the console's settings name no paths on the server.
+            try service.reconfigure(try AuthConfiguration(appId: id, json: json, keyFiles: false))
         } catch {
             throw AdminError(400, "InvalidAuthConfig", "\(error)")
         }
