@@ -149,6 +149,16 @@ public struct ServerConfiguration: Sendable {
     /// Such an upload gets `clockAhead` and the connection closes; the client retries after a
     /// backoff and gets through once the server's time is near enough.
     public var maxClockAheadSeconds = 60
+    /// Seconds a connection has to send its first byte after it was accepted, and a request head
+    /// once it started one; silent sockets are closed after that, so that they cannot hold the
+    /// connection slots (`maxConnections`) that everyone else needs.
+    public var headerTimeoutSeconds = 10.0
+    /// Open connections (HTTP and WebSocket) the server takes at once; more are answered 503.
+    public var maxConnections = 10_000
+    /// Open connections from one address (IP); more are answered 503, so that one host cannot
+    /// take every slot; 0: no limit. Behind a reverse proxy every client has the proxy's address:
+    /// raise it there (or give 0) and limit per client in the proxy.
+    public var maxConnectionsPerAddress = 256
     /// The admin console's key (`"admin": {"key": "..."}`); nil: the key in the data directory's
     /// `admin.key`, made on first start (docs/admin-api.md).
     public var adminKey: String?
@@ -193,6 +203,24 @@ public struct ServerConfiguration: Sendable {
                 throw AtollError(.invalidArgument, "maxClockAheadSeconds must be an integer from 0 (no limit) to 315360000 (ten years)")
             }
             maxClockAheadSeconds = Int(n)
+        }
+        if let v = d["headerTimeoutSeconds"] {
+            guard let n = v.doubleValue, n.isFinite, n > 0, n <= 3600 else {
+                throw AtollError(.invalidArgument, "headerTimeoutSeconds must be a number of seconds above 0, at most 3600")
+            }
+            headerTimeoutSeconds = n
+        }
+        if let v = d["maxConnections"] {
+            guard case .int(let n) = v, n >= 1, n <= 10_000_000 else {
+                throw AtollError(.invalidArgument, "maxConnections must be an integer from 1 to 10000000")
+            }
+            maxConnections = Int(n)
+        }
+        if let v = d["maxConnectionsPerAddress"] {
+            guard case .int(let n) = v, n >= 0, n <= 10_000_000 else {
+                throw AtollError(.invalidArgument, "maxConnectionsPerAddress must be an integer from 0 (no limit) to 10000000")
+            }
+            maxConnectionsPerAddress = Int(n)
         }
         if let admin = d["admin"] {
             guard case .object(let a) = admin, case .string(let key)? = a["key"] else {

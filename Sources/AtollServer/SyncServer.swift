@@ -215,6 +215,9 @@ public final class SyncServer: @unchecked Sendable {
         var http = HTTPServerConfiguration()
         http.host = configuration.host
         http.port = configuration.port
+        http.headerTimeout = configuration.headerTimeoutSeconds
+        http.maxConnections = configuration.maxConnections
+        http.maxConnectionsPerAddress = configuration.maxConnectionsPerAddress
         http.webSocket.maxMessageBytes = configuration.maxMessageBytes
         http.webSocket.pingInterval = 30
         http.webSocket.maxQueuedBytes = 256 << 20

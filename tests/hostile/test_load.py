@@ -32,7 +32,8 @@ SECONDS = float(os.environ.get("ATOLL_LOAD_SECONDS", "10"))
 WORKERS = int(os.environ.get("ATOLL_LOAD_WORKERS", str(max(1, math.ceil(CLIENTS / 500)))))
 INTERVAL = 0.1
 APP = "load"
-CONFIG = {"apps": [{"id": APP, "developmentMode": True}]}
+# Every client comes from 127.0.0.1: no per-address cap (the default, 256, is for the open internet).
+CONFIG = {"maxConnectionsPerAddress": 0, "apps": [{"id": APP, "developmentMode": True}]}
 
 
 def raise_fd_limit(needed: int) -> None:

@@ -12,11 +12,12 @@ import hashlib
 import hmac
 import json
 import os
+import socket
 import stat
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 from websockets.exceptions import InvalidStatus
@@ -175,3 +176,79 @@ def test_tokens_issued_before_a_disable_or_a_logout_stay_invalid(token_server: S
     for token in (again["access_token"], refreshed["access_token"]):
         status, body = http_json("GET", profile, token=token)
         assert status == 401 and body["error_code"] == "InvalidSession", (status, body)
+
+
+# MARK: - Silent sockets
+
+FLOOD_ADDRESS = "127.0.0.2"   # another loopback address: the flood's, not the test's own
+SILENT_CONFIG = {"headerTimeoutSeconds": 1, "maxConnections": 40, "maxConnectionsPerAddress": 10,
+                 "apps": [{"id": "main", "developmentMode": True, "auth": {"anonymous": True}}]}
+
+
+def silent_socket(server: Server) -> socket.socket:
+    """A connection from FLOOD_ADDRESS that sends nothing."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((FLOOD_ADDRESS, 0))
+    s.settimeout(10)
+    s.connect((server.host, server.port))
+    return s
+
+
+def closed_by_server(s: socket.socket, timeout: float) -> Tuple[bool, bytes]:
+    """Whether the server closed `s` within `timeout` seconds, and what it sent before."""
+    s.settimeout(timeout)
+    got = b""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                return True, got
+            got += chunk
+    except ConnectionResetError:
+        return True, got
+    except socket.timeout:
+        return False, got
+
+
+def timed_health(server: Server) -> Tuple[int, float]:
+    started = time.monotonic()
+    status, body = http_json("GET", f"{server.url}/health", timeout=30)
+    return status, time.monotonic() - started
+
+
+def test_silent_sockets_from_one_address_neither_stay_nor_crowd_out_others(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "silent", SILENT_CONFIG)
+    flood: List[socket.socket] = []
+    try:
+        # 300 silent connections from one address, far over both caps (10 per address, 40 in all).
+        started = time.monotonic()
+        flood = [silent_socket(server) for _ in range(300)]
+        # Others are served meanwhile: /health, an anonymous login.
+        status, took = timed_health(server)
+        assert status == 200, status
+        status, body = http_json("POST", f"{server.api('main')}/auth/providers/anon-user/login", {})
+        assert status == 200, body
+        # The flood's address got its 10; the rest were answered 503 and closed at once.
+        refused = 0
+        for s in flood[10:]:
+            closed, got = closed_by_server(s, timeout=5)
+            assert closed, "a connection over the per-address cap was kept"
+            refused += got.startswith(b"HTTP/1.1 503")
+        assert refused >= 250, refused
+        # The 10 it got are closed after the header timeout (1 s here), not the idle timeout (60 s).
+        for s in flood[:10]:
+            closed, got = closed_by_server(s, timeout=15)
+            assert closed and got == b"", got
+        held = time.monotonic() - started
+        print(f"\n/health during the flood: {took * 1000:.1f} ms; 10 kept, {refused} answered 503; "
+              f"the kept ones closed after {held:.1f} s")
+        # Once they are gone, the address may connect again.
+        again = silent_socket(server)
+        again.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        closed, got = closed_by_server(again, timeout=10)
+        assert closed and got.startswith(b"HTTP/1.1 200"), got
+        again.close()
+    finally:
+        for s in flood:
+            s.close()
+        assert server.stop() == 0
