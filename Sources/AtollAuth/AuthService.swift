@@ -34,6 +34,7 @@ public final class AuthService: @unchecked Sendable {
         var verifier: JWTVerifier?
     }
     private let counterStore = Mutex(AuthCounters())
+    private let sessionsEndedHandler = Mutex<(@Sendable (_ userId: String, _ session: String?) -> Void)?>(nil)
 
     /// Opens (creating when needed) the service's data in `directory`.
     /// - Throws: `AtollError(.invalidArgument)` for a bad configuration, `AtollError(.file)` when
@@ -78,6 +79,18 @@ public final class AuthService: @unchecked Sendable {
         }
     }
 
+    /// Sets what to do when sessions end through the app API: a logout ends one (`session`, its
+    /// refresh token's stored id), a password reset all of the user's (`session` nil). Their
+    /// access tokens are refused from then on; the sync server closes the connections they
+    /// opened. (The admin API's disable, delete and revoke close those connections themselves.)
+    public func onSessionsEnded(_ handler: @escaping @Sendable (_ userId: String, _ session: String?) -> Void) {
+        sessionsEndedHandler.withLock { $0 = handler }
+    }
+
+    func sessionsEnded(userId: String, session: String?) {
+        sessionsEndedHandler.withLock { $0 }?(userId, session)
+    }
+
     /// Closes the store. Later calls fail (`AuthError(.internal)`; over HTTP, 500).
     public func close() { store.close() }
 
@@ -113,8 +126,24 @@ public final class AuthService: @unchecked Sendable {
     /// - Throws: `AuthError` `.invalidSession` (malformed, forged, another app's, the user deleted),
     ///   `.expired`, `.userDisabled`; `.internal` when the store fails.
     public func verifyAccessToken(_ token: String) throws -> AuthenticatedUser {
+        try verifyAccess(token).user
+    }
+
+    /// What a verified access token grants, and until when: the sync server keeps a connection
+    /// open only as long as the token it was opened with (its expiry, its session).
+    public struct AccessGrant: Sendable {
+        public var user: AuthenticatedUser
+        /// The token's session (`sid`): its refresh token's stored id.
+        public var session: String
+        /// The token's `exp`, seconds since 1970.
+        public var expiresAt: Double
+    }
+
+    /// `verifyAccessToken`, with the token's session and expiry.
+    /// - Throws: as `verifyAccessToken`.
+    public func verifyAccess(_ token: String) throws -> AccessGrant {
         do {
-            let (userId, session) = try accessTokenSubject(token)
+            let (userId, session, expiresAt) = try accessTokenSubject(token)
             return try store.reading {
                 guard let user = try store.user(userId) else {
                     throw AuthError(.invalidSession, "invalid session: the token's user no longer exists")
@@ -123,7 +152,7 @@ public final class AuthService: @unchecked Sendable {
                 guard let stored = try store.refreshToken(hash: session), stored.userId == userId else {
                     throw AuthError(.invalidSession, "invalid session: the token's session was logged out or revoked")
                 }
-                return try authenticatedUser(user)
+                return AccessGrant(user: try authenticatedUser(user), session: session, expiresAt: expiresAt)
             }
         } catch {
             let failure = AuthError.wrap(error)
@@ -134,7 +163,7 @@ public final class AuthService: @unchecked Sendable {
 
     /// The `sub` and `sid` of a valid access token (signature, `typ`, `aud` and `exp` checked;
     /// not the user, not the session).
-    private func accessTokenSubject(_ token: String) throws -> (user: String, session: String) {
+    private func accessTokenSubject(_ token: String) throws -> (user: String, session: String, expiresAt: Double) {
         let jwt = try JWT(token, failing: .invalidSession)
         guard JWTVerifier.hs256([signingKey]).verifies(jwt) else {
             throw AuthError(.invalidSession, "invalid session: the access token's signature does not match")
@@ -155,7 +184,7 @@ public final class AuthService: @unchecked Sendable {
         guard let sid = jwt.claims["sid"]?.stringValue, !sid.isEmpty else {
             throw AuthError(.invalidSession, "invalid session: the token names no session (sid); refresh it")
         }
-        return (sub, sid)
+        return (sub, sid, exp)
     }
 
     /// Whether a token's `aud` (a string or an array of them) names one of `accepted`.

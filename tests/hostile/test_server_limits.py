@@ -252,3 +252,63 @@ def test_silent_sockets_from_one_address_neither_stay_nor_crowd_out_others(tmp_p
         for s in flood:
             s.close()
         assert server.stop() == 0
+
+
+# MARK: - Open WebSockets follow their tokens
+
+SHORT = 2  # seconds: the access tokens of the "short" app
+
+
+@pytest.fixture(scope="module")
+def session_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    directory = tmp_path_factory.mktemp("limits-sessions")
+    s = start_server(directory, {"admin": {"key": ADMIN_KEY}, "apps": [
+        {"id": "main", "developmentMode": True,
+         "auth": {"anonymous": True, "emailPassword": {"autoConfirm": True}}},
+        {"id": "short", "developmentMode": True,
+         "auth": {"anonymous": True, "accessTokenLifetime": SHORT}}]})
+    yield s
+    assert s.stop() == 0
+
+
+def test_a_connection_closes_when_its_access_token_expires(session_server: Server) -> None:
+    login = login_anonymous(session_server, "short")
+    bound = Raw(session_server, "short", login["access_token"])
+    assert bound.bind()[-1]["type"] == "uploadAck"
+    idle = Raw(session_server, "short", login["access_token"])
+    idle.send({"type": "ping", "timestamp": 1})
+    assert idle.recv() == {"type": "pong", "timestamp": 1}
+    opened = time.monotonic()
+    for conn in (bound, idle):
+        code, got = conn.closed_with(timeout=SHORT + 8)
+        assert code == 1008 and got == [], (code, got)
+        conn.close()
+    # Not before the token's exp (whole seconds from its iat, so up to a second early).
+    assert time.monotonic() - opened >= SHORT - 1.1
+    # A fresh token (a refresh) connects again.
+    status, body = http_json("POST", f"{session_server.api('short')}/auth/session",
+                             token=login["refresh_token"])
+    assert status == 201, body
+    with Raw(session_server, "short", body["access_token"]) as again:
+        again.send({"type": "ping", "timestamp": 2})
+        assert again.recv() == {"type": "pong", "timestamp": 2}
+
+
+def test_a_logout_closes_the_connections_of_its_session_only(session_server: Server) -> None:
+    phone = login_email(session_server, "main", "two-devices@example.com")
+    laptop = login_email(session_server, "main", "two-devices@example.com")
+    assert phone["user_id"] == laptop["user_id"]
+    on_phone = Raw(session_server, "main", phone["access_token"])
+    assert on_phone.bind()[-1]["type"] == "uploadAck"
+    on_laptop = Raw(session_server, "main", laptop["access_token"])
+    assert on_laptop.bind()[-1]["type"] == "uploadAck"
+    status, _ = http_json("DELETE", f"{session_server.api('main')}/auth/session",
+                          token=phone["refresh_token"])
+    assert status == 204
+    code, got = on_phone.closed_with()
+    assert code == 1008, (code, got)
+    on_phone.close()
+    # The other device's session goes on.
+    on_laptop.send({"type": "ping", "timestamp": 3})
+    assert on_laptop.until(lambda m: m["type"] == "pong")[-1] == {"type": "pong", "timestamp": 3}
+    on_laptop.close()

@@ -243,12 +243,14 @@ extension AuthService {
         let body = try RequestBody(request)
         let token = try body.string("token"), tokenId = try body.string("tokenId")
         let hash = try PasswordHash.make(try Self.validPassword(try body.string("password")))
-        try store.transaction {
+        let userId = try store.transaction {
             let identity = try redeem("reset", token: token, tokenId: tokenId)
             try store.setIdentityPasswordHash(identity.key, hash)
             try store.setIdentityConfirmed(identity.key)
             try store.deleteRefreshTokens(ofUser: identity.userId)
+            return identity.userId
         }
+        sessionsEnded(userId: userId, session: nil)
         return Self.json(.object([:]))
     }
 

@@ -107,12 +107,17 @@ extension AuthService {
 
     /// `DELETE auth/session`, refresh token → revoked (204).
     func logout(_ request: HTTPRequest) throws -> HTTPResponse {
-        let token = try Self.bearerToken(request)
-        let revoked = try store.transaction { try store.deleteRefreshToken(hash: Crypto.sha256Hex(token)) }
-        guard revoked else {
+        let session = Crypto.sha256Hex(try Self.bearerToken(request))
+        let userId = try store.transaction { () -> String? in
+            guard let stored = try store.refreshToken(hash: session) else { return nil }
+            try store.deleteRefreshToken(hash: session)
+            return stored.userId
+        }
+        guard let userId else {
             count { $0.invalidTokens += 1 }
             throw AuthError(.invalidSession, "invalid session: unknown or revoked refresh token")
         }
+        sessionsEnded(userId: userId, session: session)
         return HTTPResponse(status: .noContent)
     }
 

@@ -103,15 +103,13 @@ final class AdminAPI: Sendable {
         route("DELETE", "/apps/:app/users/:user") { [self] r in
             let user = r.pathParameters["user"] ?? ""
             try authCall { try authService(r).deleteUser(user) }
-            let sync = try app(r)
-            let closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
+            let closed = try closeEverywhere(user, try app(r))
             return .doc(["deleted": .string(user), "closedConnections": .int(Int64(closed))])
         }
         route("POST", "/apps/:app/users/:user/revoke_sessions") { [self] r in
             let user = r.pathParameters["user"] ?? ""
             try authCall { try authService(r).revokeSessions(user) }
-            let sync = try app(r)
-            let closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
+            let closed = try closeEverywhere(user, try app(r))
             return .doc(["revoked": .string(user), "closedConnections": .int(Int64(closed))])
         }
         route("GET", "/apps/:app/users/:user/api_keys") { [self] r in
@@ -227,19 +225,21 @@ final class AdminAPI: Sendable {
         }
     }
 
+    /// Closes a user's connections here, and has instances sharing the storage close theirs (the
+    /// user is disabled, deleted or without sessions in the database already: a failure to tell
+    /// them leaves their open connections until their tokens expire). The number closed here.
+    private func closeEverywhere(_ user: String, _ sync: SyncApp) throws -> Int {
+        let closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
+        do { try sync.queue.sync { try sync.storage.announceDisabled(user: user) } } catch {
+            sync.log.warning("other instances were not told to close a user's connections", ["user": user, "error": "\(error)"])
+        }
+        return closed
+    }
+
     private func setDisabled(_ r: HTTPRequest, _ disabled: Bool) throws -> Value {
         let user = r.pathParameters["user"] ?? ""
         try authCall { try authService(r).setDisabled(user, disabled) }
-        var closed = 0
-        if disabled {
-            let sync = try app(r)
-            closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
-            // Instances sharing the storage close theirs too (the user is disabled in the
-            // database already: a failure here leaves their open connections until they end).
-            do { try sync.queue.sync { try sync.storage.announceDisabled(user: user) } } catch {
-                sync.log.warning("other instances were not told of a disabled user", ["user": user, "error": "\(error)"])
-            }
-        }
+        let closed = disabled ? try closeEverywhere(user, try app(r)) : 0
         return .doc(["user": .string(user), "disabled": .bool(disabled), "closedConnections": .int(Int64(closed))])
     }
 
