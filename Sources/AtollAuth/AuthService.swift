@@ -35,6 +35,15 @@ public final class AuthService: @unchecked Sendable {
     }
     private let counterStore = Mutex(AuthCounters())
     private let sessionsEndedHandler = Mutex<(@Sendable (_ userId: String, _ session: String?) -> Void)?>(nil)
+    private let attemptGuards = Mutex(AttemptGuards(AttemptLimits()))
+
+    /// Limits failed logins and new users (429 with `Retry-After` over them). A service has none
+    /// until this is called; the sync server sets its config's.
+    public func limitAttempts(_ limits: AttemptLimits) {
+        attemptGuards.withLock { $0 = AttemptGuards(limits) }
+    }
+
+    var guards: AttemptGuards { attemptGuards.withLock { $0 } }
 
     /// Opens (creating when needed) the service's data in `directory`.
     /// - Throws: `AtollError(.invalidArgument)` for a bad configuration, `AtollError(.file)` when

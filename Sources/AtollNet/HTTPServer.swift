@@ -279,7 +279,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// The address part of a peer name ("127.0.0.1:40123", "::1:40123"): what
     /// `maxConnectionsPerAddress` counts by.
-    static func address(of peer: String) -> String {
+    public static func address(of peer: String) -> String {
         guard let colon = peer.lastIndex(of: ":") else { return peer }
         return String(peer[..<colon])
     }

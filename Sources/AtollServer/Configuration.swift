@@ -1,3 +1,4 @@
+import AtollAuth
 import AtollJSON
 import CJansson
 import AtollStore
@@ -159,6 +160,11 @@ public struct ServerConfiguration: Sendable {
     /// take every slot; 0: no limit. Behind a reverse proxy every client has the proxy's address:
     /// raise it there (or give 0) and limit per client in the proxy.
     public var maxConnectionsPerAddress = 256
+    /// Failed logins a minute, per email/password account, per address, and new users (anonymous
+    /// logins, registrations) a minute per address, before the app API answers 429 with
+    /// `Retry-After`; 0: no limit. Guessing a password costs an attacker a minute per ten tries,
+    /// and one host cannot fill the users table.
+    public var attemptLimits = AttemptLimits(failedLoginsPerAccount: 10, failedLoginsPerAddress: 60, signupsPerAddress: 100)
     /// The admin console's key (`"admin": {"key": "..."}`); nil: the key in the data directory's
     /// `admin.key`, made on first start (docs/admin-api.md).
     public var adminKey: String?
@@ -221,6 +227,15 @@ public struct ServerConfiguration: Sendable {
                 throw AtollError(.invalidArgument, "maxConnectionsPerAddress must be an integer from 0 (no limit) to 10000000")
             }
             maxConnectionsPerAddress = Int(n)
+        }
+        for (key, path) in [("maxFailedLoginsPerAccountPerMinute", \AttemptLimits.failedLoginsPerAccount),
+                            ("maxFailedLoginsPerAddressPerMinute", \AttemptLimits.failedLoginsPerAddress),
+                            ("maxSignupsPerAddressPerMinute", \AttemptLimits.signupsPerAddress)] {
+            guard let v = d[key] else { continue }
+            guard case .int(let n) = v, n >= 0, n <= 1_000_000 else {
+                throw AtollError(.invalidArgument, "\(key) must be an integer from 0 (no limit) to 1000000")
+            }
+            attemptLimits[keyPath: path] = Int(n)
         }
         if let admin = d["admin"] {
             guard case .object(let a) = admin, case .string(let key)? = a["key"] else {

@@ -273,6 +273,7 @@ public final class SyncServer: @unchecked Sendable {
         self.apps = apps
         self.auth = auth
         for (id, service) in auth {
+            service.limitAttempts(configuration.attemptLimits)
             guard let app = apps[id] else { continue }
             // A logout or a password reset: the connections its access tokens opened close now,
             // not when the tokens expire.

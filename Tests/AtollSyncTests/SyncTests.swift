@@ -614,9 +614,18 @@ final class ServerLimitConfigurationTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: file) }
         let defaults = ServerConfiguration()
         XCTAssertEqual([defaults.maxClockAheadSeconds, defaults.maxQueriesPerSecond, defaults.maxUploadsPerSecond], [60, 100, 1000])
+        XCTAssertEqual([defaults.maxConnections, defaults.maxConnectionsPerAddress], [10_000, 256])
+        XCTAssertEqual(defaults.headerTimeoutSeconds, 10)
+        XCTAssertEqual(defaults.attemptLimits, AttemptLimits(failedLoginsPerAccount: 10, failedLoginsPerAddress: 60, signupsPerAddress: 100))
         let cases: [(key: String, good: [(String, Int)], bad: [String], read: (ServerConfiguration) -> Int)] = [
             ("maxClockAheadSeconds", [("0", 0), ("5", 5), ("315360000", 315_360_000)], ["-1", "315360001", "\"1h\"", "1.5"], \.maxClockAheadSeconds),
             ("maxQueriesPerSecond", [("0", 0), ("7", 7)], ["-1", "\"7\"", "2.5", "null"], \.maxQueriesPerSecond),
+            ("headerTimeoutSeconds", [("1", 1), ("2.5", 2), ("3600", 3600)], ["0", "-1", "3601", "\"10\""], { Int($0.headerTimeoutSeconds) }),
+            ("maxConnections", [("1", 1), ("20000", 20_000)], ["0", "-5", "2.5", "\"many\""], \.maxConnections),
+            ("maxConnectionsPerAddress", [("0", 0), ("16", 16)], ["-1", "1.5", "null"], \.maxConnectionsPerAddress),
+            ("maxFailedLoginsPerAccountPerMinute", [("0", 0), ("3", 3)], ["-1", "1.5", "1000001"], \.attemptLimits.failedLoginsPerAccount),
+            ("maxFailedLoginsPerAddressPerMinute", [("0", 0), ("30", 30)], ["-1", "\"30\""], \.attemptLimits.failedLoginsPerAddress),
+            ("maxSignupsPerAddressPerMinute", [("0", 0), ("5", 5)], ["-2", "true"], \.attemptLimits.signupsPerAddress),
         ]
         for c in cases {
             for (text, expected) in c.good {

@@ -312,3 +312,117 @@ def test_a_logout_closes_the_connections_of_its_session_only(session_server: Ser
     on_laptop.send({"type": "ping", "timestamp": 3})
     assert on_laptop.until(lambda m: m["type"] == "pong")[-1] == {"type": "pong", "timestamp": 3}
     on_laptop.close()
+
+
+# MARK: - Logins and sign-ups that cannot be hammered
+
+def post_raw(server: Server, route: str, body: Dict[str, Any], source: str = "127.0.0.1"
+             ) -> Tuple[int, Dict[str, str], Any]:
+    """POST from a chosen loopback address: (status, headers, body)."""
+    import http.client
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30,
+                                      source_address=(source, 0))
+    try:
+        conn.request("POST", f"/api/client/v2.0/app/main/{route}", json.dumps(body),
+                     {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        text = response.read().decode()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, json.loads(text or "null")
+    finally:
+        conn.close()
+
+
+def test_failed_logins_and_sign_ups_are_limited_with_retry_after(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "logins", {
+        "maxFailedLoginsPerAccountPerMinute": 5, "maxFailedLoginsPerAddressPerMinute": 8,
+        "maxSignupsPerAddressPerMinute": 6,
+        "apps": [{"id": "main", "developmentMode": True,
+                  "auth": {"anonymous": True, "emailPassword": {"autoConfirm": True}}}]})
+    try:
+        login = "auth/providers/local-userpass/login"
+        register = "auth/providers/local-userpass/register"
+        for email in ("victim@example.com", "other@example.com"):
+            status, _, body = post_raw(server, register, {"email": email, "password": "right-1"},
+                                       source="127.0.0.3")
+            assert status == 201, body
+        # One account: five wrong passwords are answered 401, the sixth try 429 with Retry-After,
+        # also with the right password (guessing stops), from another address too.
+        for _ in range(5):
+            status, _, body = post_raw(server, login, {"username": "victim@example.com", "password": "wrong-1"})
+            assert status == 401 and body["error_code"] == "InvalidPassword", body
+        for password, source in (("wrong-1", "127.0.0.1"), ("right-1", "127.0.0.4")):
+            status, headers, body = post_raw(server, login, {"username": "Victim@example.com",
+                                                             "password": password}, source=source)
+            assert status == 429 and body["error_code"] == "TooManyRequests", (status, body)
+            assert 1 <= int(headers["retry-after"]) <= 12, headers
+        # Another account from the same address still logs in; three more failures use up the
+        # address's eight, after which its logins wait too, while another address's go on.
+        status, _, body = post_raw(server, login, {"username": "other@example.com", "password": "right-1"})
+        assert status == 200, body
+        for i in range(3):
+            status, _, body = post_raw(server, login, {"username": f"nobody-{i}@example.com", "password": "x-123456"})
+            assert status == 401, body
+        status, headers, body = post_raw(server, login, {"username": "other@example.com", "password": "right-1"})
+        assert status == 429 and int(headers["retry-after"]) >= 1, (status, body)
+        status, _, body = post_raw(server, login, {"username": "other@example.com", "password": "right-1"},
+                                   source="127.0.0.5")
+        assert status == 200, body
+        # New users: six anonymous logins (with the two registrations above from another
+        # address) from 127.0.0.6, then 429; another address goes on.
+        for _ in range(6):
+            status, _, body = post_raw(server, "auth/providers/anon-user/login", {}, source="127.0.0.6")
+            assert status == 200, body
+        status, headers, body = post_raw(server, "auth/providers/anon-user/login", {}, source="127.0.0.6")
+        assert status == 429 and body["error_code"] == "TooManyRequests", (status, body)
+        assert 1 <= int(headers["retry-after"]) <= 11, headers
+        status, _, body = post_raw(server, register, {"email": "late@example.com", "password": "right-1"},
+                                   source="127.0.0.6")
+        assert status == 429, body
+        status, _, body = post_raw(server, "auth/providers/anon-user/login", {}, source="127.0.0.7")
+        assert status == 200, body
+        # Once Retry-After has passed, the address may make a user again.
+        time.sleep(int(headers["retry-after"]) + 0.2)
+        status, _, body = post_raw(server, "auth/providers/anon-user/login", {}, source="127.0.0.6")
+        assert status == 200, body
+    finally:
+        assert server.stop() == 0
+
+
+def test_password_hashing_does_not_hold_up_other_routes(tmp_path: Path) -> None:
+    """Forty email/password logins at once (about 50 ms of scrypt each): /health and anonymous
+    logins sent after them are answered before most of them."""
+    from concurrent.futures import ThreadPoolExecutor
+    server = start_server(tmp_path / "hashing", {
+        "maxFailedLoginsPerAccountPerMinute": 0, "maxFailedLoginsPerAddressPerMinute": 0,
+        "maxSignupsPerAddressPerMinute": 0,
+        "apps": [{"id": "main", "developmentMode": True,
+                  "auth": {"anonymous": True, "emailPassword": {"autoConfirm": True}}}]})
+    try:
+        login_email(server, "main", "hasher@example.com")
+        done: List[Tuple[str, float]] = []
+
+        def password_login(_: int) -> None:
+            status, body = http_json("POST", f"{server.api('main')}/auth/providers/local-userpass/login",
+                                     {"username": "hasher@example.com", "password": "secret-1"}, timeout=60)
+            assert status == 200, body
+            done.append(("password", time.monotonic()))
+
+        with ThreadPoolExecutor(max_workers=48) as pool:
+            logins = [pool.submit(password_login, i) for i in range(40)]
+            time.sleep(0.3)  # the logins are in: the server is hashing
+            started = time.monotonic()
+            for _ in range(5):
+                assert http_json("GET", f"{server.url}/health")[0] == 200
+                assert http_json("POST", f"{server.api('main')}/auth/providers/anon-user/login", {})[0] == 200
+            others_done = time.monotonic()
+            for f in logins:
+                f.result()
+        last_password = max(t for _, t in done)
+        before = sum(1 for _, t in done if t < others_done)
+        print(f"\n/health and anonymous logins, 5 each: {(others_done - started) * 1000:.0f} ms, "
+              f"answered before {before} of the 40 password logins; those ended "
+              f"{(last_password - started) * 1000:.0f} ms after they started")
+        # Served beside the hashing, not after it: most password logins are still under way.
+        assert before < 20, f"the other routes waited for {before} of 40 password hashes"
+    finally:
+        assert server.stop() == 0

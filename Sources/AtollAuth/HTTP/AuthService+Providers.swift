@@ -44,14 +44,26 @@ extension AuthService {
     /// `POST auth/providers/:provider/login` → `{"access_token", "refresh_token", "user_id", "device_id"}`.
     func login(_ request: HTTPRequest) throws -> HTTPResponse {
         let name = try provider(request)
+        let address = HTTPServer.address(of: request.remoteAddress)
+        let guards = self.guards
         do {
             let body = try RequestBody(request, emptyIsObject: name == Provider.anonymous)
+            // Each anonymous login is a new user.
+            if name == Provider.anonymous { try guards.admitSignup(address: address) }
+            let account = name == Provider.emailPassword
+                ? try (body.optionalString("username") ?? body.optionalString("email")).map(Self.normalize) : nil
+            try guards.admitLogin(account: account, address: address)
             let userId: String
-            switch name {
-            case Provider.anonymous: userId = try loginAnonymous()
-            case Provider.emailPassword: userId = try loginEmailPassword(body)
-            case Provider.apiKey: userId = try loginAPIKey(body)
-            default: userId = try loginCustomToken(body)
+            do {
+                switch name {
+                case Provider.anonymous: userId = try loginAnonymous()
+                case Provider.emailPassword: userId = try loginEmailPassword(body)
+                case Provider.apiKey: userId = try loginAPIKey(body)
+                default: userId = try loginCustomToken(body)
+                }
+            } catch let error as AuthError where error.kind == .invalidPassword || error.kind == .invalidCredentials {
+                guards.failedLogin(account: account, address: address)
+                throw error
             }
             let response = try loginResponse(userId: userId, deviceId: body.deviceId)
             count { $0.logins[name, default: 0] += 1 }
@@ -182,6 +194,7 @@ extension AuthService {
         let body = try RequestBody(request)
         let email = try Self.validEmail(try body.string("email"))
         let password = try Self.validPassword(try body.string("password"))
+        try guards.admitSignup(address: HTTPServer.address(of: request.remoteAddress))
         // Hashed before the transaction: scrypt takes its time, the store's lock should not.
         let hash = try PasswordHash.make(password)
         // The storage refuses an email that has an identity (409 AccountNameInUse), also when

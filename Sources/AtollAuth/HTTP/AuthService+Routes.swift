@@ -26,21 +26,26 @@ extension AuthService {
     /// ```
     /// - Parameter services: the services by app id.
     public static func install(_ services: [String: AuthService], on server: HTTPServer) {
-        func route(_ method: String, _ path: String,
+        /// `hashes`: the route computes a password hash for the email/password provider (it
+        /// runs on `PasswordWork`'s threads then).
+        func route(_ method: String, _ path: String, hashes: Bool = false,
                    _ handler: @escaping @Sendable (AuthService, HTTPRequest) throws -> HTTPResponse) {
             server.route(method, prefix + path) { request in
                 let app = request.pathParameters["app"] ?? ""
                 guard let service = services[app] else {
                     return AuthError(.appNotFound, "cannot find app using client app id '\(app)'").response
                 }
+                if hashes && request.pathParameters["provider"] == Provider.emailPassword {
+                    return await PasswordWork.run { service.answer(request, handler) }
+                }
                 return service.answer(request, handler)
             }
         }
-        route("POST", "auth/providers/:provider/login") { try $0.login($1) }
-        route("POST", "auth/providers/:provider/register") { try $0.register($1) }
+        route("POST", "auth/providers/:provider/login", hashes: true) { try $0.login($1) }
+        route("POST", "auth/providers/:provider/register", hashes: true) { try $0.register($1) }
         route("POST", "auth/providers/:provider/confirm") { try $0.confirm($1) }
         route("POST", "auth/providers/:provider/confirm/send") { try $0.sendConfirmation($1) }
-        route("POST", "auth/providers/:provider/reset") { try $0.resetPassword($1) }
+        route("POST", "auth/providers/:provider/reset", hashes: true) { try $0.resetPassword($1) }
         route("POST", "auth/providers/:provider/reset/send") { try $0.sendReset($1) }
         route("POST", "auth/session") { try $0.refreshSession($1) }
         route("DELETE", "auth/session") { try $0.logout($1) }
