@@ -166,10 +166,15 @@ extension AuthConfiguration {
     /// out keep their defaults. The export shape — an array of providers, or an object of them by
     /// name, or `{"providers": …}` beside the lifetimes — turns on exactly the providers it lists
     /// and does not disable.
+    ///
+    /// `keyFiles` says whether `customJWT.publicKeyFile` may name a file to read: yes for the
+    /// operator's config file, no for settings from the admin console (its API would otherwise
+    /// open any path the server's user may read and tell what it found there).
     /// - Throws: `AtollError(.invalidArgument)` naming the setting that is wrong.
-    public init(appId: String, json: Value) throws {
+    public init(appId: String, json: Value, keyFiles: Bool = true) throws {
         self.init(appId: appId)
-        let reader = ConfigReader(path: "auth")
+        var reader = ConfigReader(path: "auth")
+        reader.allowsKeyFiles = keyFiles
         switch json {
         case .list:
             try applyProviders(json, reader)
@@ -233,6 +238,9 @@ extension AuthConfiguration {
         if let secret = try r.string(doc, "secret") { keys.append(secret) }
         if let pem = try r.string(doc, "publicKey") { keys.append(pem) }
         if let file = try r.string(doc, "publicKeyFile") {
+            guard r.allowsKeyFiles else {
+                throw r.at("publicKeyFile").error("not taken from the admin console: give the key's PEM text as \"publicKey\" (or name the file in the config file)")
+            }
             guard let data = FileManager.default.contents(atPath: file), let pem = String(data: data, encoding: .utf8) else {
                 throw r.at("publicKeyFile").error("cannot read '\(file)'")
             }
@@ -351,8 +359,15 @@ extension AuthConfiguration {
 /// Typed reads of config values, with errors that say where (`auth.customJWT.audience: …`).
 struct ConfigReader {
     var path: String
+    /// Whether settings may name files to read (`publicKeyFile`): the config file's may, the
+    /// admin console's may not.
+    var allowsKeyFiles = true
 
-    func at(_ key: String) -> ConfigReader { ConfigReader(path: "\(path).\(key)") }
+    func at(_ key: String) -> ConfigReader {
+        var next = self
+        next.path = "\(path).\(key)"
+        return next
+    }
 
     func error(_ message: String) -> AtollError { AtollError(.invalidArgument, "\(path): \(message)") }
 

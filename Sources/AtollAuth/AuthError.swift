@@ -41,6 +41,9 @@ public struct AuthError: Error, Sendable, Hashable, CustomStringConvertible {
         case userAlreadyConfirmed
         /// The user has an API key of that name already (409 `APIKeyAlreadyExists`).
         case apiKeyAlreadyExists
+        /// Too many failed logins of an account or from an address, or too many new users from
+        /// an address, this minute (429 `TooManyRequests`, with `Retry-After`).
+        case tooManyRequests
         /// A failure of the server itself: its store, OpenSSL (500 `InternalServerError`).
         case `internal`
 
@@ -51,6 +54,7 @@ public struct AuthError: Error, Sendable, Hashable, CustomStringConvertible {
             case .badRequest, .invalidParameter, .invalidUserpassToken: return 400
             case .appNotFound, .providerNotFound, .userNotFound, .apiKeyNotFound: return 404
             case .accountNameInUse, .userAlreadyConfirmed, .apiKeyAlreadyExists: return 409
+            case .tooManyRequests: return 429
             case .internal: return 500
             }
         }
@@ -73,6 +77,7 @@ public struct AuthError: Error, Sendable, Hashable, CustomStringConvertible {
             case .accountNameInUse: return "AccountNameInUse"
             case .userAlreadyConfirmed: return "UserAlreadyConfirmed"
             case .apiKeyAlreadyExists: return "APIKeyAlreadyExists"
+            case .tooManyRequests: return "TooManyRequests"
             case .internal: return "InternalServerError"
             }
         }
@@ -82,11 +87,15 @@ public struct AuthError: Error, Sendable, Hashable, CustomStringConvertible {
     public var kind: Kind
     /// What went wrong, for people: the `error` of the JSON body.
     public var message: String
+    /// Seconds the client should wait before it tries again (`tooManyRequests`): the response's
+    /// `Retry-After`.
+    public var retryAfter: Int?
 
     /// An error of a kind, with its message.
-    public init(_ kind: Kind, _ message: String) {
+    public init(_ kind: Kind, _ message: String, retryAfter: Int? = nil) {
         self.kind = kind
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     /// `"<error_code>: <message>"`.
@@ -96,7 +105,9 @@ public struct AuthError: Error, Sendable, Hashable, CustomStringConvertible {
     var response: HTTPResponse {
         let body: Document = ["error": .string(message), "error_code": .string(kind.errorCode),
                               "status": .int(Int64(kind.status))]
-        return HTTPResponse(status: HTTPStatus(kind.status), jsonText: EJSON.serialize(.object(body)))
+        var response = HTTPResponse(status: HTTPStatus(kind.status), jsonText: EJSON.serialize(.object(body)))
+        if let retryAfter { response.headers["Retry-After"] = String(retryAfter) }
+        return response
     }
 
     /// Any error as an `AuthError`: the store's and others' become `.internal` (their message is

@@ -34,6 +34,16 @@ public final class AuthService: @unchecked Sendable {
         var verifier: JWTVerifier?
     }
     private let counterStore = Mutex(AuthCounters())
+    private let sessionsEndedHandler = Mutex<(@Sendable (_ userId: String, _ session: String?) -> Void)?>(nil)
+    private let attemptGuards = Mutex(AttemptGuards(AttemptLimits()))
+
+    /// Limits failed logins and new users (429 with `Retry-After` over them). A service has none
+    /// until this is called; the sync server sets its config's.
+    public func limitAttempts(_ limits: AttemptLimits) {
+        attemptGuards.withLock { $0 = AttemptGuards(limits) }
+    }
+
+    var guards: AttemptGuards { attemptGuards.withLock { $0 } }
 
     /// Opens (creating when needed) the service's data in `directory`.
     /// - Throws: `AtollError(.invalidArgument)` for a bad configuration, `AtollError(.file)` when
@@ -78,6 +88,18 @@ public final class AuthService: @unchecked Sendable {
         }
     }
 
+    /// Sets what to do when sessions end through the app API: a logout ends one (`session`, its
+    /// refresh token's stored id), a password reset all of the user's (`session` nil). Their
+    /// access tokens are refused from then on; the sync server closes the connections they
+    /// opened. (The admin API's disable, delete and revoke close those connections themselves.)
+    public func onSessionsEnded(_ handler: @escaping @Sendable (_ userId: String, _ session: String?) -> Void) {
+        sessionsEndedHandler.withLock { $0 = handler }
+    }
+
+    func sessionsEnded(userId: String, session: String?) {
+        sessionsEndedHandler.withLock { $0 }?(userId, session)
+    }
+
     /// Closes the store. Later calls fail (`AuthError(.internal)`; over HTTP, 500).
     public func close() { store.close() }
 
@@ -89,19 +111,23 @@ public final class AuthService: @unchecked Sendable {
     // MARK: - Access tokens
 
     /// A new access token for a user: HS256, `sub`, `aud` (the app id), `typ` "access", `iat`,
-    /// `exp`, and a token id `jti`.
-    func makeAccessToken(userId: String) -> String {
+    /// `exp`, a token id `jti`, and `sid`, the session it belongs to: the stored id (SHA-256 hex)
+    /// of the refresh token it was issued with. The token is good only while that refresh token
+    /// is stored, so that a logout, a disable or a delete (each deletes refresh tokens) ends it
+    /// for good: enabling the user again does not bring it back.
+    func makeAccessToken(userId: String, session: String) -> String {
         let now = Date().timeIntervalSince1970
         let claims: Document = [
             "sub": .string(userId), "aud": .string(configuration.appId), "typ": .string("access"),
             "iat": .int(Int64(now)), "exp": .int(Int64(now + configuration.accessTokenLifetime)),
-            "jti": .string(AuthRecord.newId()),
+            "jti": .string(AuthRecord.newId()), "sid": .string(session),
         ]
         return JWT.signHS256(claims, key: signingKey)
     }
 
-    /// The user an access token belongs to, when the token is this service's, unexpired, and the
-    /// user still exists and is enabled.
+    /// The user an access token belongs to, when the token is this service's, unexpired, the
+    /// user still exists and is enabled, and the token's session (its refresh token) was not
+    /// logged out or revoked.
     ///
     /// ```swift
     /// let user = try auth.verifyAccessToken(token)   // user.id, user.data
@@ -109,14 +135,33 @@ public final class AuthService: @unchecked Sendable {
     /// - Throws: `AuthError` `.invalidSession` (malformed, forged, another app's, the user deleted),
     ///   `.expired`, `.userDisabled`; `.internal` when the store fails.
     public func verifyAccessToken(_ token: String) throws -> AuthenticatedUser {
+        try verifyAccess(token).user
+    }
+
+    /// What a verified access token grants, and until when: the sync server keeps a connection
+    /// open only as long as the token it was opened with (its expiry, its session).
+    public struct AccessGrant: Sendable {
+        public var user: AuthenticatedUser
+        /// The token's session (`sid`): its refresh token's stored id.
+        public var session: String
+        /// The token's `exp`, seconds since 1970.
+        public var expiresAt: Double
+    }
+
+    /// `verifyAccessToken`, with the token's session and expiry.
+    /// - Throws: as `verifyAccessToken`.
+    public func verifyAccess(_ token: String) throws -> AccessGrant {
         do {
-            let userId = try accessTokenSubject(token)
+            let (userId, session, expiresAt) = try accessTokenSubject(token)
             return try store.reading {
                 guard let user = try store.user(userId) else {
                     throw AuthError(.invalidSession, "invalid session: the token's user no longer exists")
                 }
                 guard !user.disabled else { throw AuthError(.userDisabled, "the user is disabled") }
-                return try authenticatedUser(user)
+                guard let stored = try store.refreshToken(hash: session), stored.userId == userId else {
+                    throw AuthError(.invalidSession, "invalid session: the token's session was logged out or revoked")
+                }
+                return AccessGrant(user: try authenticatedUser(user), session: session, expiresAt: expiresAt)
             }
         } catch {
             let failure = AuthError.wrap(error)
@@ -125,8 +170,9 @@ public final class AuthService: @unchecked Sendable {
         }
     }
 
-    /// The `sub` of a valid access token (signature, `typ`, `aud` and `exp` checked; not the user).
-    private func accessTokenSubject(_ token: String) throws -> String {
+    /// The `sub` and `sid` of a valid access token (signature, `typ`, `aud` and `exp` checked;
+    /// not the user, not the session).
+    private func accessTokenSubject(_ token: String) throws -> (user: String, session: String, expiresAt: Double) {
         let jwt = try JWT(token, failing: .invalidSession)
         guard JWTVerifier.hs256([signingKey]).verifies(jwt) else {
             throw AuthError(.invalidSession, "invalid session: the access token's signature does not match")
@@ -137,12 +183,17 @@ public final class AuthService: @unchecked Sendable {
         guard Self.audience(jwt, contains: [configuration.appId]) else {
             throw AuthError(.invalidSession, "invalid session: the token is for another app")
         }
-        guard let exp = jwt.seconds("exp") else { throw AuthError(.invalidSession, "invalid session: the token has no exp") }
+        guard let exp = try jwt.seconds("exp", failing: .invalidSession, "invalid session") else {
+            throw AuthError(.invalidSession, "invalid session: the token has no exp")
+        }
         guard Date().timeIntervalSince1970 < exp else { throw AuthError(.expired, "invalid session: access token expired") }
         guard let sub = jwt.claims["sub"]?.stringValue, !sub.isEmpty else {
             throw AuthError(.invalidSession, "invalid session: the token has no sub")
         }
-        return sub
+        guard let sid = jwt.claims["sid"]?.stringValue, !sid.isEmpty else {
+            throw AuthError(.invalidSession, "invalid session: the token names no session (sid); refresh it")
+        }
+        return (sub, sid, exp)
     }
 
     /// Whether a token's `aud` (a string or an array of them) names one of `accepted`.
@@ -188,7 +239,8 @@ public final class AuthService: @unchecked Sendable {
     /// The body of a successful login: new access and refresh tokens for the user.
     func loginResponse(userId: String, deviceId: String) throws -> Document {
         let refresh = try store.transaction { try makeRefreshToken(userId: userId) }
-        return ["access_token": .string(makeAccessToken(userId: userId)), "refresh_token": .string(refresh),
+        let session = Crypto.sha256Hex(refresh)
+        return ["access_token": .string(makeAccessToken(userId: userId, session: session)), "refresh_token": .string(refresh),
                 "user_id": .string(userId), "device_id": .string(deviceId)]
     }
 

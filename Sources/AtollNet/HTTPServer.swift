@@ -17,7 +17,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxHeaderBytes = 16 * 1024
     /// A request body, in bytes (over: 413).
     public var maxBodyBytes = 16 << 20
-    /// Seconds a client has to send a whole request head once it started one (over: 408).
+    /// Seconds a client has to send a whole request head once it started one (over: 408), and
+    /// to send its first byte after the connection was accepted (over: closed). A socket that
+    /// says nothing holds a connection slot for this long only, not `idleTimeout`.
     public var headerTimeout = 10.0
     /// Seconds a client has to send a whole request, head and body (over: 408).
     public var requestTimeout = 60.0
@@ -27,6 +29,10 @@ public struct HTTPServerConfiguration: Sendable {
     public var handshakeTimeout = 10.0
     /// Connections beyond this are accepted and closed at once (with a 503 for HTTP).
     public var maxConnections = 10_000
+    /// Connections from one address (IP, without the port) beyond this are accepted and closed
+    /// at once (with a 503 for HTTP), so that one host cannot take every slot; 0: no limit.
+    /// Behind a reverse proxy every client has the proxy's address.
+    public var maxConnectionsPerAddress = 256
     /// The settings of upgraded WebSocket connections.
     public var webSocket = WebSocketOptions()
     /// How long `shutdown` waits for connections to finish before closing them.
@@ -58,6 +64,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var tlsContext: TLSContext?
     /// Loop-thread set of the open connections.
     fileprivate var connections: [ObjectIdentifier: ServerConnection] = [:]
+    /// Loop-thread count of the open connections per address (`maxConnectionsPerAddress`).
+    private var connectionsPerAddress: [String: Int] = [:]
     private let counterStore = Mutex(Counters())
 
     /// Numbers for metrics.
@@ -232,7 +240,11 @@ public final class HTTPServer: @unchecked Sendable {
             }
             counterStore.withLock { $0.acceptedConnections += 1 }
             Socket.setNoDelay(fd)
-            if connections.count >= configuration.maxConnections || isStopping {
+            let remote = Socket.peerName(fd)
+            let address = Self.address(of: remote)
+            let fromAddress = connectionsPerAddress[address, default: 0]
+            let perAddress = configuration.maxConnectionsPerAddress
+            if connections.count >= configuration.maxConnections || isStopping || (perAddress > 0 && fromAddress >= perAddress) {
                 // A plain-text answer means nothing to a TLS client: just close.
                 if tlsContext == nil {
                     let busy = HTTPResponse.error(.serviceUnavailable, "server busy").serialized(keepAlive: false)
@@ -251,7 +263,7 @@ public final class HTTPServer: @unchecked Sendable {
             } else {
                 transport = PlainTransport(fd: fd)
             }
-            let connection = ServerConnection(server: self, transport: transport, remote: Socket.peerName(fd))
+            let connection = ServerConnection(server: self, transport: transport, remote: remote, address: address)
             do {
                 try connection.start()
             } catch {
@@ -259,13 +271,24 @@ public final class HTTPServer: @unchecked Sendable {
                 continue
             }
             connections[ObjectIdentifier(connection)] = connection
+            connectionsPerAddress[address] = fromAddress + 1
             let open = connections.count
             counterStore.withLock { $0.openConnections = open }
         }
     }
 
+    /// The address part of a peer name ("127.0.0.1:40123", "::1:40123"): what
+    /// `maxConnectionsPerAddress` counts by.
+    public static func address(of peer: String) -> String {
+        guard let colon = peer.lastIndex(of: ":") else { return peer }
+        return String(peer[..<colon])
+    }
+
     fileprivate func closed(_ connection: ServerConnection) {
-        connections[ObjectIdentifier(connection)] = nil
+        if connections.removeValue(forKey: ObjectIdentifier(connection)) != nil {
+            let left = connectionsPerAddress[connection.address, default: 1] - 1
+            connectionsPerAddress[connection.address] = left > 0 ? left : nil
+        }
         let open = connections.count
         counterStore.withLock { $0.openConnections = open }
         if !forceClosing { checkShutdownDone() }
@@ -498,6 +521,8 @@ struct Router {
 private final class ServerConnection: Channel {
     let server: HTTPServer
     let remote: String
+    /// The peer's address without its port (`maxConnectionsPerAddress`).
+    let address: String
     private var parser: HTTPMessageParser
     /// Bytes received after the current request, kept while it is handled.
     private var pending: [UInt8] = []
@@ -505,11 +530,15 @@ private final class ServerConnection: Channel {
     private var messageStartedAt: Double?
     private var lastActivity = EventLoop.now()
     private let acceptedAt = EventLoop.now()
+    /// Nothing received since the accept: such a connection has `headerTimeout` to speak, not
+    /// `idleTimeout`, so that silent sockets cannot hold the connection slots.
+    private var silentSinceAccept = true
     private var shuttingDown = false
 
-    init(server: HTTPServer, transport: Transport, remote: String) {
+    init(server: HTTPServer, transport: Transport, remote: String, address: String) {
         self.server = server
         self.remote = remote
+        self.address = address
         let configuration = server.configuration
         parser = HTTPMessageParser(request: true, maxHeaderBytes: configuration.maxHeaderBytes,
                                    maxBodyBytes: configuration.maxBodyBytes)
@@ -518,6 +547,7 @@ private final class ServerConnection: Channel {
 
     override func received(_ bytes: UnsafeRawBufferPointer) {
         lastActivity = EventLoop.now()
+        if !bytes.isEmpty { silentSinceAccept = false }
         if let webSocket {
             webSocket.received(bytes)
             return
@@ -704,6 +734,15 @@ private final class ServerConnection: Channel {
             return
         }
         if handling { return }
+        if silentSinceAccept {
+            // Accepted (and through TLS) and not a byte since: a slot held by a socket that
+            // may never speak.
+            if now - acceptedAt > configuration.headerTimeout {
+                server.count { $0.rejectedRequests += 1 }
+                close()
+            }
+            return
+        }
         if let started = messageStartedAt {
             // A slow client (slowloris): the head, or the whole request, takes too long.
             let limit = parser.headComplete ? configuration.requestTimeout : configuration.headerTimeout

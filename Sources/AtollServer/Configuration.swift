@@ -1,3 +1,4 @@
+import AtollAuth
 import AtollJSON
 import CJansson
 import AtollStore
@@ -30,6 +31,9 @@ public struct AppConfiguration: Sendable {
     public var rulesSource: Value?
     /// The `"auth"` part of the config, read by the app API.
     public var auth: Value?
+    /// Whether `auth` is what the admin console saved (`admin-auth.json`), whose settings may not
+    /// name key files, rather than the config file's.
+    public var authFromConsole = false
     /// What one user's subscriptions may cost (`"queryLimits"`).
     public var queryLimits = QueryLimits()
 
@@ -159,6 +163,21 @@ public struct ServerConfiguration: Sendable {
     /// Such an upload gets `clockAhead` and the connection closes; the client retries after a
     /// backoff and gets through once the server's time is near enough.
     public var maxClockAheadSeconds = 60
+    /// Seconds a connection has to send its first byte after it was accepted, and a request head
+    /// once it started one; silent sockets are closed after that, so that they cannot hold the
+    /// connection slots (`maxConnections`) that everyone else needs.
+    public var headerTimeoutSeconds = 10.0
+    /// Open connections (HTTP and WebSocket) the server takes at once; more are answered 503.
+    public var maxConnections = 10_000
+    /// Open connections from one address (IP); more are answered 503, so that one host cannot
+    /// take every slot; 0: no limit. Behind a reverse proxy every client has the proxy's address:
+    /// raise it there (or give 0) and limit per client in the proxy.
+    public var maxConnectionsPerAddress = 256
+    /// Failed logins a minute, per email/password account, per address, and new users (anonymous
+    /// logins, registrations) a minute per address, before the app API answers 429 with
+    /// `Retry-After`; 0: no limit. Guessing a password costs an attacker a minute per ten tries,
+    /// and one host cannot fill the users table.
+    public var attemptLimits = AttemptLimits(failedLoginsPerAccount: 10, failedLoginsPerAddress: 60, signupsPerAddress: 100)
     /// The admin console's key (`"admin": {"key": "..."}`); nil: the key in the data directory's
     /// `admin.key`, made on first start (docs/admin-api.md).
     public var adminKey: String?
@@ -212,6 +231,33 @@ public struct ServerConfiguration: Sendable {
                 throw AtollError(.invalidArgument, "maxClockAheadSeconds must be an integer from 0 (no limit) to 315360000 (ten years)")
             }
             maxClockAheadSeconds = Int(n)
+        }
+        if let v = d["headerTimeoutSeconds"] {
+            guard let n = v.doubleValue, n.isFinite, n > 0, n <= 3600 else {
+                throw AtollError(.invalidArgument, "headerTimeoutSeconds must be a number of seconds above 0, at most 3600")
+            }
+            headerTimeoutSeconds = n
+        }
+        if let v = d["maxConnections"] {
+            guard case .int(let n) = v, n >= 1, n <= 10_000_000 else {
+                throw AtollError(.invalidArgument, "maxConnections must be an integer from 1 to 10000000")
+            }
+            maxConnections = Int(n)
+        }
+        if let v = d["maxConnectionsPerAddress"] {
+            guard case .int(let n) = v, n >= 0, n <= 10_000_000 else {
+                throw AtollError(.invalidArgument, "maxConnectionsPerAddress must be an integer from 0 (no limit) to 10000000")
+            }
+            maxConnectionsPerAddress = Int(n)
+        }
+        for (key, path) in [("maxFailedLoginsPerAccountPerMinute", \AttemptLimits.failedLoginsPerAccount),
+                            ("maxFailedLoginsPerAddressPerMinute", \AttemptLimits.failedLoginsPerAddress),
+                            ("maxSignupsPerAddressPerMinute", \AttemptLimits.signupsPerAddress)] {
+            guard let v = d[key] else { continue }
+            guard case .int(let n) = v, n >= 0, n <= 1_000_000 else {
+                throw AtollError(.invalidArgument, "\(key) must be an integer from 0 (no limit) to 1000000")
+            }
+            attemptLimits[keyPath: path] = Int(n)
         }
         if let admin = d["admin"] {
             guard case .object(let a) = admin, case .string(let key)? = a["key"] else {

@@ -138,8 +138,11 @@ package final class SyncApp: @unchecked Sendable {
         self.metrics = metrics
         self.storage = storage
         queue = DispatchQueue(label: "atoll.sync.\(configuration.id)")
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // The app's objects and history, readable by the server's user only (with SQLite's -wal
+        // and -shm, which take the database file's mode).
+        try PrivateFiles.directory(directory, tighten: true)
         path = directory + (storage is LocalSyncStorage ? "/data.realm" : "/cache.realm")
+        try PrivateFiles.file(path)
         store = try Self.open(path: path, schema: configuration.schema)
         try ServerSyncTables.create(store)
         latestVersion = try storage.open(self)

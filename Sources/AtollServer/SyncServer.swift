@@ -38,6 +38,12 @@ package final class SyncConnection: @unchecked Sendable {
     let transport: any SyncTransport
     let user: RuleUser
     let app: SyncApp
+    /// The session (`sid`) of the access token that opened the connection: a logout of it closes
+    /// the connection. Nil for connections made without a token (the fuzz target's).
+    let session: String?
+    /// When that token expires (seconds since 1970): the connection closes then, and a message
+    /// read after it is not handled. Nil: never.
+    let expiresAt: Double?
 
     /// Uploads this connection may still send now (`maxUploadsPerSecond`). Changed on the app's queue.
     private var uploads: TokenBucket
@@ -51,10 +57,13 @@ package final class SyncConnection: @unchecked Sendable {
     /// Bytes of messages read and not yet handled on the app's queue.
     let pendingBytes = Atomic<Int>(0)
 
-    package init(transport: any SyncTransport, user: RuleUser, app: SyncApp) {
+    package init(transport: any SyncTransport, user: RuleUser, app: SyncApp, session: String? = nil,
+                 expiresAt: Double? = nil) {
         self.transport = transport
         self.user = user
         self.app = app
+        self.session = session
+        self.expiresAt = expiresAt
         uploads = TokenBucket(rate: app.limits.maxUploadsPerSecond)
         queries = TokenBucket(rate: app.limits.maxQueriesPerSecond)
     }
@@ -67,6 +76,12 @@ package final class SyncConnection: @unchecked Sendable {
         }
         app.connectionOpened(self)
         app.queued.opened(self)
+        if let expiresAt {
+            // The token's end, on the app's queue like every message: the connection lives no
+            // longer than the token it was opened with (the client reconnects with a fresh one).
+            let left = max(0, expiresAt - Date().timeIntervalSince1970)
+            app.queue.asyncAfter(wallDeadline: .now() + left) { [weak self] in self?.endIfExpired() }
+        }
         socket.onEvent = { [self] event in
             switch event {
             case .text(let text):
@@ -115,7 +130,7 @@ package final class SyncConnection: @unchecked Sendable {
     package func receive(_ text: String) { receive(ParsedMessage(text)) }
 
     private func receive(_ message: ParsedMessage) {
-        guard !throttled else { return }
+        guard !throttled, !endIfExpired() else { return }
         do {
             app.handle(try message.fields(), from: self)
         } catch {
@@ -156,6 +171,19 @@ package final class SyncConnection: @unchecked Sendable {
     /// Takes one `bind` or `query` from its bucket (on the app's queue); false when the
     /// connection is over `maxQueriesPerSecond`.
     func takeQuery() -> Bool { queries.take() }
+
+    /// Closes the connection once its access token has expired (on the app's queue), dropping
+    /// what it sent after; true when it did (or had). 1008 without an error message: the client
+    /// reconnects after its backoff, refreshing its token first, and resumes from its cursors.
+    @discardableResult
+    func endIfExpired() -> Bool {
+        guard let expiresAt, Date().timeIntervalSince1970 >= expiresAt else { return false }
+        guard !throttled else { return true }
+        throttled = true
+        app.log.info("closing a connection whose access token expired", ["user": user.id])
+        close(code: 1008, reason: "access token expired")
+        return true
+    }
 
     /// Refuses the rest of what the connection sent (on the app's queue): the error, then a close
     /// with 1008 (policy violation; not 1013, which wslay, on our own clients too, refuses as a
@@ -254,6 +282,8 @@ public final class SyncServer: @unchecked Sendable {
     let metricsHistory: MetricsHistory
     /// Other instances' new versions, with a shared PostgreSQL storage.
     let listener: PostgresListener?
+    /// This server's hold on its data directory, until `shutdown`.
+    let dataLock: DataDirectoryLock
 
     /// Opens every app's data (creating the directories) and sets up the routes.
     /// - Parameter authHooks: configures an app's auth before it is created (tests give
@@ -261,10 +291,15 @@ public final class SyncServer: @unchecked Sendable {
     public init(configuration: ServerConfiguration,
                 authHooks: (@Sendable (inout AuthConfiguration) -> Void)? = nil) throws {
         self.configuration = configuration
+        // Before anything in the directory is opened: a second server on it stops here.
+        dataLock = try DataDirectoryLock(directory: configuration.dataDirectory)
         log = Logger(level: configuration.logLevel)
         var http = HTTPServerConfiguration()
         http.host = configuration.host
         http.port = configuration.port
+        http.headerTimeout = configuration.headerTimeoutSeconds
+        http.maxConnections = configuration.maxConnections
+        http.maxConnectionsPerAddress = configuration.maxConnectionsPerAddress
         http.webSocket.maxMessageBytes = configuration.maxMessageBytes
         http.webSocket.pingInterval = 30
         http.webSocket.maxQueuedBytes = configuration.maxQueuedBytes
@@ -285,13 +320,24 @@ public final class SyncServer: @unchecked Sendable {
             let syncApp = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage)
             syncApp.limits = limits
             apps[app.id] = syncApp
-            var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0) } ?? AuthConfiguration(appId: app.id)
+            var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0, keyFiles: !app.authFromConsole) }
+                ?? AuthConfiguration(appId: app.id)
             authHooks?(&authConfiguration)
             auth[app.id] = try configuration.postgresURL.map { try PostgresAuthStore.service(configuration: authConfiguration, url: $0) }
                 ?? AuthService(configuration: authConfiguration, directory: directory)
         }
         self.apps = apps
         self.auth = auth
+        for (id, service) in auth {
+            service.limitAttempts(configuration.attemptLimits)
+            guard let app = apps[id] else { continue }
+            // A logout or a password reset: the connections its access tokens opened close now,
+            // not when the tokens expire.
+            service.onSessionsEnded { [weak app] userId, session in
+                guard let app else { return }
+                app.queue.async { _ = app.closeConnections(ofUser: userId, session: session) }
+            }
+        }
         let log = self.log
         listener = configuration.postgresURL.map { PostgresListener(url: $0, apps: apps, log: log) }
         adminKey = try AdminKey.load(configured: configuration.adminKey, dataDirectory: configuration.dataDirectory)
@@ -314,13 +360,14 @@ public final class SyncServer: @unchecked Sendable {
     }
 
     /// Stops accepting, closes WebSockets (clients resume elsewhere or later), waits for the
-    /// integration in progress to commit, and closes the stores.
+    /// integration in progress to commit, closes the stores and lets the data directory go.
     public func shutdown() async {
         await http.shutdown()
         metricsHistory.stop()
         listener?.stop()
         for app in apps.values { app.close() }
         for service in auth.values { service.close() }
+        dataLock.release()
         log.info("stopped")
     }
 
@@ -345,16 +392,17 @@ public final class SyncServer: @unchecked Sendable {
                            return nil
                        },
                        onOpen: { [self] socket in
-                           guard let request = socket.request, let (app, user) = try? authenticate(request) else {
+                           guard let request = socket.request, let (app, user, grant) = try? authenticate(request) else {
                                socket.close(code: 1008, reason: "not authorized")
                                return
                            }
-                           SyncConnection(transport: socket, user: user, app: app).start(on: socket)
+                           SyncConnection(transport: socket, user: user, app: app, session: grant.session,
+                                          expiresAt: grant.expiresAt).start(on: socket)
                        })
     }
 
     /// The app and user of a sync request, from its path and access token.
-    func authenticate(_ request: HTTPRequest) throws -> (SyncApp, RuleUser) {
+    func authenticate(_ request: HTTPRequest) throws -> (SyncApp, RuleUser, AuthService.AccessGrant) {
         let id = request.pathParameters["app"] ?? ""
         guard let app = apps[id], let service = auth[id] else { throw HTTPError(.notFound, "no app '\(id)'") }
         var token = request.queryItems["access_token"]
@@ -363,8 +411,9 @@ public final class SyncServer: @unchecked Sendable {
         }
         guard let token, !token.isEmpty else { throw HTTPError(.unauthorized, "an access token is needed") }
         do {
-            let user = try service.verifyAccessToken(token)
-            return (app, RuleUser(id: user.id, data: user.data, customData: user.customData))
+            let grant = try service.verifyAccess(token)
+            let user = grant.user
+            return (app, RuleUser(id: user.id, data: user.data, customData: user.customData), grant)
         } catch {
             throw HTTPError(.unauthorized, "\(error)")
         }

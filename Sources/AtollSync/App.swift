@@ -122,13 +122,12 @@ public final class App: @unchecked Sendable {
             throw AtollError(.invalidArgument, "baseUrl must start with http:// or https://")
         }
         self.configuration = configuration
-        do {
-            try FileManager.default.createDirectory(atPath: configuration.metadataDirectory, withIntermediateDirectories: true)
-        } catch {
-            throw AtollError(.file, "cannot create the metadata directory '\(configuration.metadataDirectory)': \(error.localizedDescription)")
-        }
-        metadata = try Store(Configuration(path: configuration.metadataDirectory + "/atoll-users-\(configuration.appId).realm",
-                                           schema: Self.metadataSchema))
+        // The users file holds refresh tokens: mode 0600, in a directory made with mode 0700 (one
+        // that exists, the working directory by default, is left as it is).
+        let path = configuration.metadataDirectory + "/atoll-users-\(configuration.appId).realm"
+        try PrivateFiles.directory(configuration.metadataDirectory, tighten: false)
+        try PrivateFiles.file(path)
+        metadata = try Store(Configuration(path: path, schema: Self.metadataSchema))
     }
 
     deinit {

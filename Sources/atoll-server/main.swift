@@ -19,6 +19,20 @@ usage: atoll-server [--config FILE] [--host HOST] [--port PORT] [--data DIR] [--
 
 """
 
+/// The signals that stop the server gracefully.
+func stopSignals() -> sigset_t {
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGINT)
+    sigaddset(&set, SIGTERM)
+    return set
+}
+
+// Blocked in this thread before any other starts (threads inherit the mask): only the sigwait
+// at the end takes them.
+var blocked = stopSignals()
+pthread_sigmask(SIG_BLOCK, &blocked, nil)
+
 /// Writes to stdout or stderr; a reader that went away (a closed pipe) is not an error: the
 /// server goes on serving.
 func say(_ text: String, to handle: FileHandle = .standardOutput) {
@@ -29,6 +43,10 @@ func fail(_ message: String) -> Never {
     say("atoll-server: \(message)\n", to: .standardError)
     exit(2)
 }
+
+// Everything the server makes is its user's only (keys, users, data; docs/server.md, "Files on
+// disk"): the stores set their modes themselves, this covers what else may be made.
+umask(0o077)
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var options = [String: String]()
@@ -67,6 +85,10 @@ if let level = options["--log-level"] {
 let server: SyncServer
 do {
     server = try SyncServer(configuration: configuration)
+} catch {
+    fail("\(error)")
+}
+do {
     try server.start()
 } catch {
     fail("\(error)")
@@ -81,18 +103,17 @@ case .file(let path, created: false): keyLine = "admin key: in \(path)"
 }
 say("admin console: \(server.adminURL)\n\(keyLine)\n")
 
-// SIGINT and SIGTERM: a graceful shutdown (what was acknowledged is committed already).
-signal(SIGINT, SIG_IGN)
-signal(SIGTERM, SIG_IGN)
-let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-    let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-    source.setEventHandler {
-        Task {
-            await server.shutdown()
-            exit(0)
-        }
-    }
-    source.resume()
-    return source
+// SIGINT and SIGTERM: a graceful shutdown (what was acknowledged is committed already). They are
+// blocked from the first line on and taken here with sigwait, so that a stop sent as soon as the
+// server listens is neither lost nor an abrupt exit (a dispatch signal source arms itself
+// asynchronously, and `dispatchMain` unblocks signals on this thread).
+var stop = stopSignals()
+var received: Int32 = 0
+while sigwait(&stop, &received) != 0 {}
+let stopped = DispatchSemaphore(value: 0)
+Task.detached {
+    await server.shutdown()
+    stopped.signal()
 }
-withExtendedLifetime(signals) { dispatchMain() }
+stopped.wait()
+exit(0)

@@ -115,7 +115,7 @@ final class PostgresInstanceTests: AuthTestCase {
 
         let key = try app.signingKey()
         let claims: Document = ["sub": .string("nobody"), "aud": .string(app.appId), "typ": .string("access"),
-                                "exp": .int(TestJWT.now + 60)]
+                                "exp": .int(TestJWT.now + 60), "sid": .string("no-session")]
         for service in services {
             // Signed with the stored key: each instance checks the signature with it, then finds no user.
             XCTAssertThrowsError(try service.verifyAccessToken(TestJWT.hs256(claims, key: key))) { error in

@@ -1,4 +1,4 @@
-import AtollAuth
+@testable import AtollAuth
 import AtollJSON
 import AtollNet
 import AtollStore
@@ -29,6 +29,12 @@ class SessionTests: AuthTestCase {
         XCTAssertEqual(reply.errorCode, "InvalidSession")
 
         try await h.logOut(tokens.refresh, checkedOn: h)
+        // The logout ends the session's access tokens too: the login's and the refreshed one.
+        for token in [tokens.access, access] {
+            XCTAssertThrowsError(try h.service.verifyAccessToken(token)) { error in
+                XCTAssertEqual((error as? AuthError)?.kind, .invalidSession)
+            }
+        }
 
         // Missing or malformed headers.
         reply = try await h.request("POST", "auth/session")
@@ -65,7 +71,8 @@ class SessionTests: AuthTestCase {
         let key = try signingKey(h)
         let now = TestJWT.now
         let valid: Document = ["sub": .string(tokens.userId), "aud": .string(h.appId), "typ": .string("access"),
-                               "iat": .int(now), "exp": .int(now + 600), "jti": .string("x")]
+                               "iat": .int(now), "exp": .int(now + 600), "jti": .string("x"),
+                               "sid": .string(Crypto.sha256Hex(tokens.refresh))]
         XCTAssertEqual(try h.service.verifyAccessToken(TestJWT.hs256(valid, key: key)).id, tokens.userId)
 
         func refused(_ token: String, _ kind: AuthError.Kind, _ message: String, line: UInt = #line) async throws {
@@ -161,11 +168,18 @@ class SessionTests: AuthTestCase {
         XCTAssertEqual(reply.status, 401)
         XCTAssertEqual(reply.errorCode, "UserDisabled")
 
-        // Enabled again: the access token works, the refresh token stays revoked.
+        // Enabled again: the tokens issued before the disable stay revoked, access and refresh;
+        // a new login works.
         try h.service.setDisabled(tokens.userId, false)
-        XCTAssertEqual(try h.service.verifyAccessToken(tokens.access).id, tokens.userId)
+        XCTAssertThrowsError(try h.service.verifyAccessToken(tokens.access)) { error in
+            XCTAssertEqual((error as? AuthError)?.kind, .invalidSession)
+        }
+        reply = try await h.request("GET", "auth/profile", bearer: tokens.access)
+        XCTAssertEqual(reply.status, 401)
         reply = try await h.request("POST", "auth/session", bearer: tokens.refresh)
         XCTAssertEqual(reply.status, 401)
+        let again = try await h.login("local-userpass", credentials)
+        XCTAssertEqual(try h.service.verifyAccessToken(again.access).id, tokens.userId)
         XCTAssertThrowsError(try h.service.setDisabled("000000000000000000000000", true)) { error in
             XCTAssertEqual((error as? AuthError)?.kind, .userNotFound)
         }

@@ -586,6 +586,28 @@ final class ClockAheadTests: XCTestCase {
 }
 
 /// The limits a config file sets, and the values it refuses.
+final class ClientFilePermissionTests: XCTestCase {
+    /// The users file holds refresh tokens: only its owner may read it, whatever the umask, and a
+    /// metadata directory the app makes is its owner's only.
+    func testTheUsersFileAndTheDirectoryMadeForItArePrivate() throws {
+        let directory = NSTemporaryDirectory() + "atoll-client-modes-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        let app = try App(configuration: AppConfiguration(appId: "modes", metadataDirectory: directory + "/meta"))
+        _ = app
+        func mode(_ path: String) throws -> Int {
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            return (attributes[.posixPermissions] as? Int ?? -1) & 0o777
+        }
+        XCTAssertEqual(try mode(directory + "/meta"), 0o700)
+        XCTAssertEqual(try mode(directory + "/meta/atoll-users-modes.realm"), 0o600)
+        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: directory + "/meta/atoll-users-modes.realm" + suffix) {
+            XCTAssertEqual(try mode(directory + "/meta/atoll-users-modes.realm" + suffix), 0o600, suffix)
+        }
+    }
+}
+
 final class ServerLimitConfigurationTests: XCTestCase {
     func testLimitsParseAndBadValuesAreRefused() throws {
         let file = NSTemporaryDirectory() + "atoll-limits-\(UUID().uuidString).json"
@@ -593,12 +615,21 @@ final class ServerLimitConfigurationTests: XCTestCase {
         let defaults = ServerConfiguration()
         XCTAssertEqual([defaults.maxClockAheadSeconds, defaults.maxQueriesPerSecond, defaults.maxUploadsPerSecond], [60, 100, 1000])
         XCTAssertEqual([defaults.maxQueuedBytes, defaults.maxQueuedBytesPerUser, defaults.maxPendingBytesPerApp], [256 << 20, 256 << 20, 256 << 20])
+        XCTAssertEqual([defaults.maxConnections, defaults.maxConnectionsPerAddress], [10_000, 256])
+        XCTAssertEqual(defaults.headerTimeoutSeconds, 10)
+        XCTAssertEqual(defaults.attemptLimits, AttemptLimits(failedLoginsPerAccount: 10, failedLoginsPerAddress: 60, signupsPerAddress: 100))
         let cases: [(key: String, good: [(String, Int)], bad: [String], read: (ServerConfiguration) -> Int)] = [
             ("maxClockAheadSeconds", [("0", 0), ("5", 5), ("315360000", 315_360_000)], ["-1", "315360001", "\"1h\"", "1.5"], \.maxClockAheadSeconds),
             ("maxQueriesPerSecond", [("0", 0), ("7", 7)], ["-1", "\"7\"", "2.5", "null"], \.maxQueriesPerSecond),
             ("maxQueuedBytes", [("1048576", 1 << 20), ("1099511627776", 1 << 40)], ["0", "1048575", "1099511627777", "\"1MB\""], \.maxQueuedBytes),
             ("maxQueuedBytesPerUser", [("33554432", 32 << 20)], ["-1", "1024", "null"], \.maxQueuedBytesPerUser),
             ("maxPendingBytesPerApp", [("33554432", 32 << 20)], ["0", "1.5e9"], \.maxPendingBytesPerApp),
+            ("headerTimeoutSeconds", [("1", 1), ("2.5", 2), ("3600", 3600)], ["0", "-1", "3601", "\"10\""], { Int($0.headerTimeoutSeconds) }),
+            ("maxConnections", [("1", 1), ("20000", 20_000)], ["0", "-5", "2.5", "\"many\""], \.maxConnections),
+            ("maxConnectionsPerAddress", [("0", 0), ("16", 16)], ["-1", "1.5", "null"], \.maxConnectionsPerAddress),
+            ("maxFailedLoginsPerAccountPerMinute", [("0", 0), ("3", 3)], ["-1", "1.5", "1000001"], \.attemptLimits.failedLoginsPerAccount),
+            ("maxFailedLoginsPerAddressPerMinute", [("0", 0), ("30", 30)], ["-1", "\"30\""], \.attemptLimits.failedLoginsPerAddress),
+            ("maxSignupsPerAddressPerMinute", [("0", 0), ("5", 5)], ["-2", "true"], \.attemptLimits.signupsPerAddress),
         ]
         for c in cases {
             for (text, expected) in c.good {

@@ -34,7 +34,7 @@ SCHEMA = [{"name": "Blob", "primaryKey": "_id", "properties": {"_id": "string", 
 PUBLIC = {"roles": [{"name": "everyone", "read": True, "write": True}]}
 PER_USER = 24 << 20
 PER_APP = 32 << 20
-CONFIG = {"maxQueuedBytesPerUser": PER_USER, "maxPendingBytesPerApp": PER_APP,
+CONFIG = {"maxQueuedBytesPerUser": PER_USER, "maxPendingBytesPerApp": PER_APP, "maxSignupsPerAddressPerMinute": 0,
           "apps": [{"id": APP, "developmentMode": False, "schema": SCHEMA, "sync": {"mode": "flexible"},
                     "rules": {"Blob": PUBLIC},
                     # Each bootstrap here costs the user its time on the queue too: room for all

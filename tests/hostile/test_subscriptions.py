@@ -42,7 +42,7 @@ SCHEMA = [
 RULES = {"Task": OWNER, "Note": OWNER, "Message": PUBLIC, "Board": PUBLIC}
 QUERY_SECONDS = 0.25
 CLOCK_AHEAD = 3
-CONFIG = {"maxClockAheadSeconds": CLOCK_AHEAD,
+CONFIG = {"maxClockAheadSeconds": CLOCK_AHEAD, "maxSignupsPerAddressPerMinute": 0,
           "apps": [{"id": APP, "developmentMode": False, "schema": SCHEMA,
                     "sync": {"mode": "flexible"}, "rules": RULES,
                     "queryLimits": {"querySeconds": QUERY_SECONDS, "cooldownSeconds": 5}}]}

@@ -51,8 +51,20 @@ struct JWT {
         return current
     }
 
-    /// A NumericDate claim (seconds since 1970).
-    func seconds(_ name: String) -> Double? { claims[name]?.doubleValue }
+    /// The latest NumericDate taken, the end of the year 9999: a larger one (`1e300`, or `1e400`,
+    /// which a parser may read as infinity) is no date but a token that would never expire.
+    static let latestSeconds = 253_402_300_799.0
+
+    /// A NumericDate claim (seconds since 1970); nil when it is missing.
+    /// - Throws: `AuthError(kind)` when it is there but not a finite number of seconds from 1970
+    ///   to the end of the year 9999.
+    func seconds(_ name: String, failing kind: AuthError.Kind, _ what: String) throws -> Double? {
+        guard let value = claims[name], !value.isNull else { return nil }
+        guard let seconds = value.doubleValue, seconds.isFinite, (0...Self.latestSeconds).contains(seconds) else {
+            throw AuthError(kind, "\(what): its \(name) is not a date (seconds since 1970, up to the year 9999)")
+        }
+        return seconds
+    }
 
     /// A new HS256 token of `claims`.
     static func signHS256(_ claims: Document, key: [UInt8]) -> String {

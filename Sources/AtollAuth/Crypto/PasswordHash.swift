@@ -1,3 +1,6 @@
+import Foundation
+import Synchronization
+
 /// Password hashes: scrypt (RFC 7914) through OpenSSL's `EVP_PBE_scrypt`, stored as one string
 /// that carries its parameters and salt, so that the cost can be raised later without losing
 /// the hashes already stored:
@@ -39,4 +42,25 @@ enum PasswordHash {
     /// that the answer takes as long as for a wrong password and does not tell which it was.
     static let decoy = "scrypt$\(n)$\(r)$\(p)$" + Base64URL.encode([UInt8](repeating: 0, count: saltLength))
         + "$" + Base64URL.encode([UInt8](repeating: 0, count: hashLength))
+}
+
+/// Where the routes that compute password hashes run: on threads of their own, never on Swift's
+/// cooperative pool (one thread per core), which serves every other route. A burst of
+/// email/password logins, some 50 ms of scrypt each, would otherwise hold every thread of the
+/// pool and leave health checks, token refreshes and sync upgrades waiting. At most all cores but
+/// one hash at once; the requests beyond wait their turn here.
+enum PasswordWork {
+    private static let queues: [DispatchQueue] = (0..<max(1, ProcessInfo.processInfo.activeProcessorCount - 1)).map {
+        DispatchQueue(label: "atoll.auth.password-\($0)")
+    }
+    private static let next = Atomic<Int>(0)
+
+    /// Runs `body` on one of the hashing threads and returns what it returned.
+    static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        let index = next.add(1, ordering: .relaxed).oldValue
+        let queue = queues[Int(UInt(bitPattern: index) % UInt(queues.count))]
+        return await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: body()) }
+        }
+    }
 }

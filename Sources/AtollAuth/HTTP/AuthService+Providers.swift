@@ -44,14 +44,26 @@ extension AuthService {
     /// `POST auth/providers/:provider/login` → `{"access_token", "refresh_token", "user_id", "device_id"}`.
     func login(_ request: HTTPRequest) throws -> HTTPResponse {
         let name = try provider(request)
+        let address = HTTPServer.address(of: request.remoteAddress)
+        let guards = self.guards
         do {
             let body = try RequestBody(request, emptyIsObject: name == Provider.anonymous)
+            // Each anonymous login is a new user.
+            if name == Provider.anonymous { try guards.admitSignup(address: address) }
+            let account = name == Provider.emailPassword
+                ? try (body.optionalString("username") ?? body.optionalString("email")).map(Self.normalize) : nil
+            try guards.admitLogin(account: account, address: address)
             let userId: String
-            switch name {
-            case Provider.anonymous: userId = try loginAnonymous()
-            case Provider.emailPassword: userId = try loginEmailPassword(body)
-            case Provider.apiKey: userId = try loginAPIKey(body)
-            default: userId = try loginCustomToken(body)
+            do {
+                switch name {
+                case Provider.anonymous: userId = try loginAnonymous()
+                case Provider.emailPassword: userId = try loginEmailPassword(body)
+                case Provider.apiKey: userId = try loginAPIKey(body)
+                default: userId = try loginCustomToken(body)
+                }
+            } catch let error as AuthError where error.kind == .invalidPassword || error.kind == .invalidCredentials {
+                guards.failedLogin(account: account, address: address)
+                throw error
             }
             let response = try loginResponse(userId: userId, deviceId: body.deviceId)
             count { $0.logins[name, default: 0] += 1 }
@@ -108,9 +120,15 @@ extension AuthService {
             throw AuthError(.invalidCredentials, "invalid custom token: the signature does not match (expected \(verifier.algorithm))")
         }
         let now = Date().timeIntervalSince1970
-        guard let exp = jwt.seconds("exp") else { throw AuthError(.invalidCredentials, "invalid custom token: no exp claim") }
+        guard let exp = try jwt.seconds("exp", failing: .invalidCredentials, "invalid custom token") else {
+            throw AuthError(.invalidCredentials, "invalid custom token: no exp claim")
+        }
         guard now < exp else { throw AuthError(.invalidCredentials, "invalid custom token: expired") }
-        if let nbf = jwt.seconds("nbf"), now < nbf {
+        // A token that stays good for years is one whose theft is forever: refused, whatever signed it.
+        guard exp <= now + Self.maxCustomTokenLifetime else {
+            throw AuthError(.invalidCredentials, "invalid custom token: exp is more than \(Int(Self.maxCustomTokenLifetime / 86_400)) days ahead")
+        }
+        if let nbf = try jwt.seconds("nbf", failing: .invalidCredentials, "invalid custom token"), now < nbf {
             throw AuthError(.invalidCredentials, "invalid custom token: not valid yet (nbf)")
         }
         if !settings.audience.isEmpty, !Self.audience(jwt, contains: settings.audience) {
@@ -165,12 +183,18 @@ extension AuthService {
     /// Passwords are 6 to 128 characters, as App Services'.
     static let passwordLengths = 6...128
 
+    /// How far ahead a custom JWT's `exp` may be: a year. The provider's tokens are for logging
+    /// in (the session then lives on refresh tokens), and one good for longer would let whoever
+    /// copied it log in long after its holder lost access.
+    static let maxCustomTokenLifetime: Double = 366 * 86_400
+
     /// `POST …/local-userpass/register` `{"email", "password"}` → 201 `{}`.
     func register(_ request: HTTPRequest) throws -> HTTPResponse {
         let settings = try emailPasswordProvider(request)
         let body = try RequestBody(request)
         let email = try Self.validEmail(try body.string("email"))
         let password = try Self.validPassword(try body.string("password"))
+        try guards.admitSignup(address: HTTPServer.address(of: request.remoteAddress))
         // Hashed before the transaction: scrypt takes its time, the store's lock should not.
         let hash = try PasswordHash.make(password)
         // The storage refuses an email that has an identity (409 AccountNameInUse), also when
@@ -232,12 +256,14 @@ extension AuthService {
         let body = try RequestBody(request)
         let token = try body.string("token"), tokenId = try body.string("tokenId")
         let hash = try PasswordHash.make(try Self.validPassword(try body.string("password")))
-        try store.transaction {
+        let userId = try store.transaction {
             let identity = try redeem("reset", token: token, tokenId: tokenId)
             try store.setIdentityPasswordHash(identity.key, hash)
             try store.setIdentityConfirmed(identity.key)
             try store.deleteRefreshTokens(ofUser: identity.userId)
+            return identity.userId
         }
+        sessionsEnded(userId: userId, session: nil)
         return Self.json(.object([:]))
     }
 

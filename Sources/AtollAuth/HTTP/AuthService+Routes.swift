@@ -26,21 +26,26 @@ extension AuthService {
     /// ```
     /// - Parameter services: the services by app id.
     public static func install(_ services: [String: AuthService], on server: HTTPServer) {
-        func route(_ method: String, _ path: String,
+        /// `hashes`: the route computes a password hash for the email/password provider (it
+        /// runs on `PasswordWork`'s threads then).
+        func route(_ method: String, _ path: String, hashes: Bool = false,
                    _ handler: @escaping @Sendable (AuthService, HTTPRequest) throws -> HTTPResponse) {
             server.route(method, prefix + path) { request in
                 let app = request.pathParameters["app"] ?? ""
                 guard let service = services[app] else {
                     return AuthError(.appNotFound, "cannot find app using client app id '\(app)'").response
                 }
+                if hashes && request.pathParameters["provider"] == Provider.emailPassword {
+                    return await PasswordWork.run { service.answer(request, handler) }
+                }
                 return service.answer(request, handler)
             }
         }
-        route("POST", "auth/providers/:provider/login") { try $0.login($1) }
-        route("POST", "auth/providers/:provider/register") { try $0.register($1) }
+        route("POST", "auth/providers/:provider/login", hashes: true) { try $0.login($1) }
+        route("POST", "auth/providers/:provider/register", hashes: true) { try $0.register($1) }
         route("POST", "auth/providers/:provider/confirm") { try $0.confirm($1) }
         route("POST", "auth/providers/:provider/confirm/send") { try $0.sendConfirmation($1) }
-        route("POST", "auth/providers/:provider/reset") { try $0.resetPassword($1) }
+        route("POST", "auth/providers/:provider/reset", hashes: true) { try $0.resetPassword($1) }
         route("POST", "auth/providers/:provider/reset/send") { try $0.sendReset($1) }
         route("POST", "auth/session") { try $0.refreshSession($1) }
         route("DELETE", "auth/session") { try $0.logout($1) }
@@ -100,17 +105,24 @@ extension AuthService {
     func refreshSession(_ request: HTTPRequest) throws -> HTTPResponse {
         let user = try sessionUser(request)
         count { $0.tokenRefreshes += 1 }
-        return Self.json(.object(["access_token": .string(makeAccessToken(userId: user.id))]), status: .created)
+        // Bound to the refresh token presented: its logout ends this access token too.
+        let session = Crypto.sha256Hex(try Self.bearerToken(request))
+        return Self.json(.object(["access_token": .string(makeAccessToken(userId: user.id, session: session))]), status: .created)
     }
 
     /// `DELETE auth/session`, refresh token → revoked (204).
     func logout(_ request: HTTPRequest) throws -> HTTPResponse {
-        let token = try Self.bearerToken(request)
-        let revoked = try store.transaction { try store.deleteRefreshToken(hash: Crypto.sha256Hex(token)) }
-        guard revoked else {
+        let session = Crypto.sha256Hex(try Self.bearerToken(request))
+        let userId = try store.transaction { () -> String? in
+            guard let stored = try store.refreshToken(hash: session) else { return nil }
+            try store.deleteRefreshToken(hash: session)
+            return stored.userId
+        }
+        guard let userId else {
             count { $0.invalidTokens += 1 }
             throw AuthError(.invalidSession, "invalid session: unknown or revoked refresh token")
         }
+        sessionsEnded(userId: userId, session: session)
         return HTTPResponse(status: .noContent)
     }
 

@@ -60,18 +60,16 @@ final class AuthStore: AuthStorage, @unchecked Sendable {
         ]),
     ])
 
-    /// Opens (or creates) the directory and the store in it.
+    /// Opens (or creates) the directory (mode 0700) and the store in it (mode 0600).
     /// - Throws: `AtollError(.file)` when the directory cannot be made, the store's `AtollError`
     ///   (`.file`, `.schemaMismatch`…).
     init(directory: String) throws {
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw AtollError(.file, "cannot create the auth directory '\(directory)': \(error.localizedDescription)")
-        }
+        // Password hashes and token hashes: mode 0600 in a directory of mode 0700.
+        try PrivateFiles.directory(directory, tighten: true)
         self.directory = directory
-        store = try Store(Configuration(path: (directory as NSString).appendingPathComponent(Self.storeFile), schema: Self.schema))
+        let path = (directory as NSString).appendingPathComponent(Self.storeFile)
+        try PrivateFiles.file(path)
+        store = try Store(Configuration(path: path, schema: Self.schema))
     }
 
     func close() { store.close() }

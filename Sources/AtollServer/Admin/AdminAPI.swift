@@ -60,6 +60,7 @@ final class AdminAPI: Sendable {
         }
         if let data = FileManager.default.contents(atPath: directory + "/" + authFile) {
             app.auth = try EJSON.parse(String(decoding: data, as: UTF8.self))
+            app.authFromConsole = true
         }
         return app
     }
@@ -102,15 +103,13 @@ final class AdminAPI: Sendable {
         route("DELETE", "/apps/:app/users/:user") { [self] r in
             let user = r.pathParameters["user"] ?? ""
             try authCall { try authService(r).deleteUser(user) }
-            let sync = try app(r)
-            let closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
+            let closed = try closeEverywhere(user, try app(r))
             return .doc(["deleted": .string(user), "closedConnections": .int(Int64(closed))])
         }
         route("POST", "/apps/:app/users/:user/revoke_sessions") { [self] r in
             let user = r.pathParameters["user"] ?? ""
             try authCall { try authService(r).revokeSessions(user) }
-            let sync = try app(r)
-            let closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
+            let closed = try closeEverywhere(user, try app(r))
             return .doc(["revoked": .string(user), "closedConnections": .int(Int64(closed))])
         }
         route("GET", "/apps/:app/users/:user/api_keys") { [self] r in
@@ -226,19 +225,21 @@ final class AdminAPI: Sendable {
         }
     }
 
+    /// Closes a user's connections here, and has instances sharing the storage close theirs (the
+    /// user is disabled, deleted or without sessions in the database already: a failure to tell
+    /// them leaves their open connections until their tokens expire). The number closed here.
+    private func closeEverywhere(_ user: String, _ sync: SyncApp) throws -> Int {
+        let closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
+        do { try sync.queue.sync { try sync.storage.announceDisabled(user: user) } } catch {
+            sync.log.warning("other instances were not told to close a user's connections", ["user": user, "error": "\(error)"])
+        }
+        return closed
+    }
+
     private func setDisabled(_ r: HTTPRequest, _ disabled: Bool) throws -> Value {
         let user = r.pathParameters["user"] ?? ""
         try authCall { try authService(r).setDisabled(user, disabled) }
-        var closed = 0
-        if disabled {
-            let sync = try app(r)
-            closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
-            // Instances sharing the storage close theirs too (the user is disabled in the
-            // database already: a failure here leaves their open connections until they end).
-            do { try sync.queue.sync { try sync.storage.announceDisabled(user: user) } } catch {
-                sync.log.warning("other instances were not told of a disabled user", ["user": user, "error": "\(error)"])
-            }
-        }
+        let closed = disabled ? try closeEverywhere(user, try app(r)) : 0
         return .doc(["user": .string(user), "disabled": .bool(disabled), "closedConnections": .int(Int64(closed))])
     }
 
@@ -303,7 +304,8 @@ final class AdminAPI: Sendable {
         do {
             // Checked as at start (AuthConfiguration(appId:json:) validates what it reads, and
             // reconfigure makes the custom-JWT keys) before anything changes.
-            try service.reconfigure(try AuthConfiguration(appId: id, json: json))
+            // No key files from here: the console's settings name no paths on the server.
+            try service.reconfigure(try AuthConfiguration(appId: id, json: json, keyFiles: false))
         } catch {
             throw AdminError(400, "InvalidAuthConfig", "\(error)")
         }
@@ -323,7 +325,8 @@ final class AdminAPI: Sendable {
         let path = dataDirectory + "/" + app + "/" + name
         let temporary = path + ".tmp"
         do {
-            try Data(Wire.encode(json).utf8).write(to: URL(fileURLWithPath: temporary))
+            // admin-auth.json may hold the custom-JWT secret: mode 0600, as the signing key.
+            try PrivateFiles.write(Array(Wire.encode(json).utf8), to: temporary)
             if rename(temporary, path) != 0 { throw AtollError(.file, String(cString: strerror(errno))) }
         } catch {
             unlink(temporary)

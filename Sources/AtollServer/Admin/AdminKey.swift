@@ -29,7 +29,7 @@ public struct AdminKey: Sendable {
     /// - Throws: `AtollError(.file)` when the file cannot be read or made, or does not hold a key.
     static func load(configured: String?, dataDirectory: String) throws -> AdminKey {
         if let configured { return AdminKey(key: configured, source: .config) }
-        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        try PrivateFiles.directory(dataDirectory, tighten: true)
         let path = dataDirectory + "/" + fileName
         if let data = FileManager.default.contents(atPath: path) {
             let key = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -105,6 +105,17 @@ extension SyncApp {
         return closed
     }
 
+    /// Closes the connections a user's ended sessions opened (a logout: that session; nil: all of
+    /// the user's); call on the app's queue. The number closed.
+    func closeConnections(ofUser userId: String, session: String?) -> Int {
+        var closed = 0
+        for connection in connections.values where connection.user.id == userId && (session == nil || connection.session == session) {
+            connection.close(code: 1008, reason: "logged out")
+            closed += 1
+        }
+        return closed
+    }
+
     // MARK: - Rules
 
     /// Checks rules as the server reads them at start (`Rules(json:)`), checks each role's RQL
