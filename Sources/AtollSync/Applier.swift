@@ -288,6 +288,33 @@ struct Applier {
         for ins in instructions.map(\.0).filter({ $0.op == .upsert }) + merged where hasLinks(ins.className) {
             if let pk = pkName(ins.className) { try? links(ins, pk) }
         }
+        try restorePendingLinks(to: instructions)
+    }
+
+    /// Pending link writes to objects this download brings (back). The device's link went to
+    /// none when the object was erased or left it; the server keeps a link newer than the
+    /// object's erase, and shows it when the object comes back, so the device does too. (A
+    /// holder the server has it sends itself; these holders' writes have not reached it yet.)
+    private func restorePendingLinks(to instructions: [(SyncInstruction, Clock)]) throws {
+        guard !pending.writes.isEmpty else { return }
+        // Each object that arrives, with the clock a link must be newer than to come back with
+        // it: its erase (an upsert says), or, not knowing it, its create.
+        var arrived = [ObjectID: Clock]()
+        for (ins, c) in instructions where ins.op == .upsert || ins.op == .create {
+            let floor = ins.op == .upsert ? ins.erasedAt ?? .zero : ins.clock ?? c
+            arrived[ins.objectID] = max(arrived[ins.objectID] ?? .zero, floor)
+        }
+        guard !arrived.isEmpty else { return }
+        for (holder, writes) in pending.writes where hasLinks(holder.className) {
+            for (_, w) in writes where w.path.count == 1 && w.value != .null {
+                let link = SyncInstruction(.set, holder.className, holder.primaryKey, path: w.path, value: w.value)
+                guard let target = linkTarget(link), let floor = arrived[target], w.clock > floor,
+                      here(target.className, target.primaryKey), !pending.erases(holder, before: w.clock),
+                      let property = link.property,
+                      try store.value(holder.className, primaryKey: holder.primaryKey, property: property) == .null else { continue }
+                try? store.apply(set: link)
+            }
+        }
     }
 
     private struct BatchFailed: Error {}

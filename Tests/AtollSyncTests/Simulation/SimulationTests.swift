@@ -217,6 +217,24 @@ final class SimulationRegressionTests: XCTestCase {
         ])
     }
 
+    func testALinkToAnObjectAnotherUserMayNotReplaceSurvivesThatUsersRefusedWrites() throws {
+        // d2 creates k0 (its user's), then k2 linking to it; d1, of the other user, creates,
+        // deletes and re-creates k0 offline: every one refused (seed 1774644467).
+        try assertConverges(devices: 3, users: 2, [
+            .write(2, [.create(key: 0, text: "d2-12", n: 12, tags: ["t2", "u0"], owned: true)]),
+            .run(2),
+            .run(2),
+            .connect(2),
+            .write(1, [.create(key: 0, text: "d1-14", n: 14, tags: ["t1", "u2"])]),
+            .write(1, [.delete(key: 0)]),
+            .write(1, [.create(key: 0, text: "d1-22", n: 22, tags: ["t1", "u1"])]),
+            .write(2, [.create(key: 2, text: "d2-24", n: 24, tags: ["t2", "u0"], owned: true)]),
+            .up(2),
+            .up(2),
+            .write(2, [.link(key: 2, target: 0)]),
+        ])
+    }
+
     // MARK: - Objects
 
     func testAPendingCreateOfAnObjectErasedMeanwhileEndsErased() throws {
