@@ -15,6 +15,12 @@ enum ClientTables {
         CREATE TABLE IF NOT EXISTS _atoll_sync_lists (class TEXT NOT NULL, pk TEXT NOT NULL, path TEXT NOT NULL,
             elements TEXT NOT NULL, PRIMARY KEY (class, pk, path)) STRICT, WITHOUT ROWID
         """,
+        // Objects whose links hideLinks hid in lists of links: when one comes back, showLinks
+        // looks for them (and only then, not at every object a download brings).
+        """
+        CREATE TABLE IF NOT EXISTS _atoll_sync_hidden_targets (class TEXT NOT NULL, pk TEXT NOT NULL,
+            PRIMARY KEY (class, pk)) STRICT, WITHOUT ROWID
+        """,
         """
         CREATE TABLE IF NOT EXISTS _atoll_sync_subscriptions (version INTEGER PRIMARY KEY, state TEXT NOT NULL,
             error TEXT, queries TEXT NOT NULL) STRICT
@@ -52,16 +58,59 @@ enum ClientTables {
     /// being deleted here: the store drops them from the lists), so that list indexes stay the
     /// store's.
     static func hideLinks(_ sql: MetadataSQL, _ schema: Schema, to target: ObjectID) throws {
+        var hid = false
         for h in schema.classes where !h.isEmbedded {
             for p in h.properties where p.isList && p.type == .object && p.objectType == target.className {
                 for row in try sql.rows("SELECT pk, elements FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(h.name), .string(p.name)]) {
                     guard case .string(let pk) = row[0], case .string(let text) = row[1], var seq = try? ListSequence(text: text) else { continue }
                     let before = seq
                     for e in seq.entries where e.shown && e.value == target.primaryKey { _ = seq.hide(e.id) }
+                    if seq != before {
+                        try saveList(sql, h.name, pk, p.name, seq)
+                        hid = true
+                    }
+                }
+            }
+        }
+        if hid {
+            try sql.execute("INSERT OR IGNORE INTO _atoll_sync_hidden_targets VALUES (?, ?)",
+                            [.string(target.className), .string(keyText(target.primaryKey))])
+        }
+    }
+
+    /// The objects whose links `hideLinks` hid, among `ids`.
+    static func hiddenTargets(_ sql: MetadataSQL, among ids: Set<ObjectID>) throws -> [ObjectID] {
+        guard !ids.isEmpty else { return [] }
+        var out = [ObjectID]()
+        let byKey = Dictionary(ids.map { ($0.className + "\u{0}" + keyText($0.primaryKey), $0) }, uniquingKeysWith: { a, _ in a })
+        for row in try sql.rows("SELECT class, pk FROM _atoll_sync_hidden_targets") {
+            guard case .string(let cls) = row[0], case .string(let pk) = row[1], let id = byKey[cls + "\u{0}" + pk] else { continue }
+            out.append(id)
+        }
+        return out
+    }
+
+    /// Shows again, in the lists of links that hold them, the hidden elements that link to
+    /// `target` (which is here again) and are newer than `floor` (its erase: older links went
+    /// with it, as on the server); returns where each went in the store's list.
+    static func showLinks(_ sql: MetadataSQL, _ schema: Schema, to target: ObjectID,
+                          newerThan floor: Clock) throws -> [(className: String, pk: String, property: String, index: Int)] {
+        var shown = [(className: String, pk: String, property: String, index: Int)]()
+        for h in schema.classes where !h.isEmbedded {
+            for p in h.properties where p.isList && p.type == .object && p.objectType == target.className {
+                for row in try sql.rows("SELECT pk, elements FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(h.name), .string(p.name)]) {
+                    guard case .string(let pk) = row[0], case .string(let text) = row[1], var seq = try? ListSequence(text: text) else { continue }
+                    let before = seq
+                    for e in seq.entries where e.alive && e.hidden && e.value == target.primaryKey && max(e.id.clock, e.valueClock) > floor {
+                        if let index = seq.show(e.id) { shown.append((h.name, pk, p.name, index)) }
+                    }
                     if seq != before { try saveList(sql, h.name, pk, p.name, seq) }
                 }
             }
         }
+        try sql.execute("DELETE FROM _atoll_sync_hidden_targets WHERE class = ? AND pk = ?",
+                        [.string(target.className), .string(keyText(target.primaryKey))])
+        return shown
     }
 
     /// The primary key a link value names; nil for none.

@@ -235,6 +235,25 @@ final class SimulationRegressionTests: XCTestCase {
         ])
     }
 
+    func testAPendingLinkInAListShowsWhenItsObjectComesBackAfterAnErase() throws {
+        // d2 inserts k2 into k3.refs offline; meanwhile d0 re-creates k2 (newer), erases it and
+        // creates it again: d2 hid the element at the erase and shows it when k2 comes back, as
+        // the server does, the insert being newer than the erase (seed 1774703779).
+        try assertConverges(devices: 3, users: 2, [
+            .write(2, [.create(key: 2, text: "d2-6", n: 6, tags: ["t2", "u0"])]),
+            .run(2),
+            .write(0, [.create(key: 2, text: "d0-10", n: 10, tags: ["t0", "u1"])]),
+            .run(2),
+            .write(0, [.delete(key: 2)]),
+            .connect(2),
+            .write(2, [.create(key: 3, text: "d2-22", n: 22, tags: ["t2", "u1"])]),
+            .write(2, [.linkInsert(key: 3, target: 2, at: 5)]),
+            .up(2),
+            .up(2),
+            .write(0, [.create(key: 2, text: "d0-22", n: 22, tags: ["t0", "u1"])]),
+        ])
+    }
+
     // MARK: - Objects
 
     func testAPendingCreateOfAnObjectErasedMeanwhileEndsErased() throws {
