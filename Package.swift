@@ -91,7 +91,7 @@ let package = Package(
         .target(name: "AtollFuzzSupport", path: "tests/fuzz/support"),
         .executableTarget(name: "atoll-fuzz-sync", dependencies: ["AtollFuzzSupport", "AtollServer", "AtollProtocol", "AtollJSON", "AtollStore"],
                           path: "tests/fuzz/sync"),
-        .executableTarget(name: "atoll-fuzz-http", dependencies: ["AtollFuzzSupport", "AtollServer", "AtollNet", "AtollProtocol", "AtollJSON"],
+        .executableTarget(name: "atoll-fuzz-http", dependencies: ["AtollFuzzSupport", "AtollServer", "AtollAuth", "AtollNet", "AtollProtocol", "AtollJSON"],
                           path: "tests/fuzz/http"),
         .executableTarget(name: "atoll-typed-bench", dependencies: ["Atoll", "AtollStore", "AtollBenchSupport"], path: "bench/typed"),
     ]

@@ -68,8 +68,6 @@ final class Session {
     var downloadCursor: UInt64 = 0
     /// The parts so far of a changeset that arrives in parts.
     var partial: SyncChangeset?
-    /// The newest client version this session has received (a changeset in parts: its first).
-    var received: UInt64 = 0
     /// The clock node of the session's first changeset: every later one must carry it too.
     var node: Int64?
 
@@ -880,18 +878,20 @@ package final class SyncApp: @unchecked Sendable {
     private func upload(_ m: Fields, _ s: Session) throws {
         var acked = s.uploadCursor
         let decoded = m.decodedChangesets
+        var previousVersion: UInt64?
         for (n, item) in try m.list("changesets").enumerated() {
             var cs = try decoded?[n] ?? SyncChangeset(wire: item)
-            // A client sends each changeset once per session, in increasing versions, from after
-            // the cursor it bound with: one it sends again or out of order would be skipped
-            // without a word, so it is refused.
-            let nextPart = s.partial?.clientVersion == cs.clientVersion
-            guard cs.clientVersion > max(s.clientAcked, s.received) || nextPart else {
+            // One message's changesets go in increasing client versions: one that comes after a
+            // newer one would be taken for a changeset integrated before and skipped without a
+            // word, so it is refused. (Across messages a client may send again what it sent:
+            // one that was killed, or lost an acknowledgement, does.)
+            if let previous = previousVersion, cs.clientVersion <= previous {
                 s.partial = nil
-                throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion) is out of order: after \(max(s.clientAcked, s.received)), "
-                                       + "changesets go in increasing client versions, each once")
+                throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion) is out of order: after \(previous) in the same upload, "
+                                       + "changesets go in increasing client versions")
             }
-            s.received = cs.clientVersion
+            previousVersion = cs.clientVersion
+            guard cs.clientVersion > s.clientAcked else { continue }
             if cs.clientVersion <= s.uploadCursor {
                 // Integrated before its acknowledgement was lost, and with it what the client
                 // was to be told of it: the state of its objects now tells it all the same.

@@ -27,6 +27,10 @@ enum ClientTables {
         """,
     ]
 
+    /// Every table above, by name (a copy that leaves sync drops them).
+    static let tables = ["_atoll_sync_state", "_atoll_sync_pending", "_atoll_sync_applied", "_atoll_sync_lists",
+                         "_atoll_sync_hidden_targets", "_atoll_sync_subscriptions"]
+
     static func create(_ sql: MetadataSQL) throws {
         for s in statements { try sql.execute(s) }
     }

@@ -51,7 +51,7 @@ public enum SyncCopy {
         defer { copy.close() }
         try copy.write {
             try copy.withMetadata { sql in
-                for table in ["_atoll_sync_state", "_atoll_sync_pending", "_atoll_sync_applied", "_atoll_sync_lists", "_atoll_sync_subscriptions"] {
+                for table in ClientTables.tables {
                     try sql.execute("DROP TABLE IF EXISTS \(table)")
                 }
                 if try sql.rows("SELECT count(*) FROM sqlite_schema WHERE name = '_atoll_holds'").first?.first != .int(0) {

@@ -66,10 +66,16 @@ final class PostgresInstanceTests: AuthTestCase {
         reply = try await b.request("POST", "auth/session", bearer: tokens.refresh)
         XCTAssertEqual(reply.status, 401)
 
+        // Enabled again on one, the user logs in again: the tokens of before stay refused on
+        // both (their session went with the disable).
         try b.service.setDisabled(tokens.userId, false)
-        XCTAssertEqual(try a.service.verifyAccessToken(tokens.access).id, tokens.userId)
-        try b.service.deleteUser(tokens.userId)
         XCTAssertThrowsError(try a.service.verifyAccessToken(tokens.access)) { error in
+            XCTAssertEqual((error as? AuthError)?.kind, .invalidSession)
+        }
+        let again = try await b.login("local-userpass", credentials)
+        XCTAssertEqual(try a.service.verifyAccessToken(again.access).id, tokens.userId)
+        try b.service.deleteUser(tokens.userId)
+        XCTAssertThrowsError(try a.service.verifyAccessToken(again.access)) { error in
             XCTAssertEqual((error as? AuthError)?.kind, .invalidSession)
         }
         reply = try await a.register("jo@example.com", "password")

@@ -11,6 +11,7 @@
 //
 // Contract checked: nothing traps; no answer is a 500; every answer of 400 and above has a JSON
 // body with a non-empty "error".
+import AtollAuth
 import AtollFuzzSupport
 import AtollJSON
 import AtollNet
@@ -35,6 +36,9 @@ let server: SyncServer = {
         configuration.dataDirectory = directory
         configuration.logLevel = .error
         configuration.adminKey = adminKey
+        // Every input makes a user from one address: the sign-up and login limits would answer
+        // 429 after a hundred (what is fuzzed here is what the routes make of their input).
+        configuration.attemptLimits = AttemptLimits()
         configuration.apps = [try AppConfiguration(json: try EJSON.parse(config))]
         let server = try SyncServer(configuration: configuration)
         // The data directory goes when the process ends (libFuzzer exits through exit()).
