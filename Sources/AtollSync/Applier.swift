@@ -296,6 +296,9 @@ struct Applier {
     /// object's erase, and shows it when the object comes back, so the device does too. (A
     /// holder the server has it sends itself; these holders' writes have not reached it yet.)
     private func restorePendingLinks(to instructions: [(SyncInstruction, Clock)]) throws {
+        // Most downloads have nothing to do here: no pending link write, nothing hidden.
+        let hidden = try ClientTables.anyHiddenTargets(sql)
+        guard hidden || !pending.writes.isEmpty else { return }
         // Each object that arrives, with the clock a link must be newer than to come back with
         // it: its erase (an upsert says), or, not knowing it, its create.
         var arrived = [ObjectID: Clock]()
@@ -306,7 +309,7 @@ struct Applier {
         guard !arrived.isEmpty else { return }
         // Elements of lists of links hidden when the object left (the device's own inserts
         // among them: their holders may not have reached the server).
-        for target in try ClientTables.hiddenTargets(sql, among: Set(arrived.keys)) where here(target.className, target.primaryKey) {
+        for target in try hidden ? ClientTables.hiddenTargets(sql, among: arrived) : [] where here(target.className, target.primaryKey) {
             for s in try ClientTables.showLinks(sql, store.schema, to: target, newerThan: arrived[target] ?? .zero) {
                 guard let holder = try? EJSON.parse(s.pk) else { continue }
                 try? store.listInsert(s.className, primaryKey: holder, property: s.property, target.primaryKey, at: s.index)

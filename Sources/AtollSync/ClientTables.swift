@@ -82,14 +82,19 @@ enum ClientTables {
         }
     }
 
-    /// The objects whose links `hideLinks` hid, among `ids`.
-    static func hiddenTargets(_ sql: MetadataSQL, among ids: Set<ObjectID>) throws -> [ObjectID] {
-        guard !ids.isEmpty else { return [] }
+    /// Whether `hideLinks` hid links to any object that has not come back.
+    static func anyHiddenTargets(_ sql: MetadataSQL) throws -> Bool {
+        try !sql.rows("SELECT 1 FROM _atoll_sync_hidden_targets LIMIT 1").isEmpty
+    }
+
+    /// The objects whose links `hideLinks` hid, among `ids` (a handful are hidden at a time: the
+    /// table is read whole, and each of its keys looked up).
+    static func hiddenTargets<T>(_ sql: MetadataSQL, among ids: [ObjectID: T]) throws -> [ObjectID] {
         var out = [ObjectID]()
-        let byKey = Dictionary(ids.map { ($0.className + "\u{0}" + keyText($0.primaryKey), $0) }, uniquingKeysWith: { a, _ in a })
         for row in try sql.rows("SELECT class, pk FROM _atoll_sync_hidden_targets") {
-            guard case .string(let cls) = row[0], case .string(let pk) = row[1], let id = byKey[cls + "\u{0}" + pk] else { continue }
-            out.append(id)
+            guard case .string(let cls) = row[0], case .string(let pkText) = row[1], let pk = try? EJSON.parse(pkText) else { continue }
+            let id = ObjectID(cls, pk)
+            if ids[id] != nil { out.append(id) }
         }
         return out
     }
