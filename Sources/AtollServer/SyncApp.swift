@@ -960,9 +960,14 @@ package final class SyncApp: @unchecked Sendable {
                                                 user: s.user.id, changeset: effects.changesetText)
                 }
                 // Each object once (an object may both have effects and have changed without one,
-                // and PostgreSQL's upsert refuses a row twice in one statement).
-                var seen = Set<ObjectID>()
-                commit.touched = (effects.order + result.changedWithoutEffects).filter { seen.insert($0).inserted }
+                // and PostgreSQL's upsert refuses a row twice in one statement). The effects' order
+                // names each object once already: most commits have nothing else.
+                if result.changedWithoutEffects.isEmpty {
+                    commit.touched = effects.order
+                } else {
+                    var seen = Set<ObjectID>()
+                    commit.touched = (effects.order + result.changedWithoutEffects).filter { seen.insert($0).inserted }
+                }
                 return commit
             }
             s.uploadCursor = cs.clientVersion
