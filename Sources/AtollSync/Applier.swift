@@ -285,7 +285,11 @@ struct Applier {
     /// once every object they name exists.
     func applyDownload(_ instructions: [(SyncInstruction, Clock)]) throws {
         let merged = try applyAll(instructions)
-        for ins in instructions.map(\.0).filter({ $0.op == .upsert }) + merged where hasLinks(ins.className) {
+        // (Walked where they are: a bootstrap's download is a hundred thousand upserts.)
+        for (ins, _) in instructions where ins.op == .upsert && hasLinks(ins.className) {
+            if let pk = pkName(ins.className) { try? links(ins, pk) }
+        }
+        for ins in merged where hasLinks(ins.className) {
             if let pk = pkName(ins.className) { try? links(ins, pk) }
         }
         try restorePendingLinks(to: instructions)
