@@ -189,29 +189,28 @@ EXISTENCE = [
 ]
 
 
+def attacker_gets(world: Dict[str, Any], cls: str, query: str, extra: List[List[Any]]) -> List[List[str]]:
+    """The keys the attacker's subscription to `query` gets, once per argument list (its user id
+    first, then each of `extra`), as successive versions of one subscription set."""
+    attacker = world["attacker"]
+    with Raw(world["server"], APP, attacker["access_token"]) as conn:
+        conn.bind(schema=SCHEMA)
+        got = [keys(subscribe(conn, query, [attacker["user_id"], *args], cls, n + 1)) for n, args in enumerate(extra)]
+    tried()
+    return got
+
+
 @pytest.mark.parametrize("cls,query", THROUGH_LINKS)
 def test_a_query_through_links_sees_nothing_the_user_may_not_read(world: Dict[str, Any], cls: str,
                                                                   query: str) -> None:
-    server: Server = world["server"]
-    attacker = world["attacker"]
-    with Raw(server, APP, attacker["access_token"]) as conn:
-        conn.bind(schema=SCHEMA)
-        right = keys(subscribe(conn, query, [attacker["user_id"], SECRET[:4]], cls, 1))
-        wrong = keys(subscribe(conn, query, [attacker["user_id"], "zzzz"], cls, 2))
-        empty = keys(subscribe(conn, query, [attacker["user_id"], ""], cls, 3))
-    tried()
+    right, wrong, empty = attacker_gets(world, cls, query, [[SECRET[:4]], ["zzzz"], [""]])
     assert right == wrong == empty == [], (right, wrong, empty)
 
 
 @pytest.mark.parametrize("cls,query", EXISTENCE)
 def test_a_link_to_an_object_the_user_may_not_read_reads_as_none(world: Dict[str, Any], cls: str,
                                                                   query: str) -> None:
-    server: Server = world["server"]
-    attacker = world["attacker"]
-    with Raw(server, APP, attacker["access_token"]) as conn:
-        conn.bind(schema=SCHEMA)
-        got = keys(subscribe(conn, query, [attacker["user_id"]], cls, 1))
-    tried()
+    [got] = attacker_gets(world, cls, query, [[]])
     assert got == [], got
 
 
