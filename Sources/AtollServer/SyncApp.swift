@@ -389,8 +389,12 @@ package final class SyncApp: @unchecked Sendable {
         // A property the rules name decides who reads and writes: the first client to add it
         // fixes its type for everyone. As a collection, the rule's comparison means something
         // else (any element), and every client with the single value is refused: not allowed.
+        var ruleFields = [String: Set<String>]()
         func checkRuleField(_ cls: String, _ p: Property) throws {
-            guard p.collection != .single, configuration.rules.fieldsNamed(by: cls).contains(p.name) else { return }
+            guard p.collection != .single else { return }
+            let named = ruleFields[cls] ?? configuration.rules.fieldsNamed(by: cls)
+            ruleFields[cls] = named
+            guard named.contains(p.name) else { return }
             throw SyncErrorMessage(.invalidSchemaChange, "'\(cls).\(p.name)' is named by the app's rules: development mode adds it only as a "
                                    + "single value, not a \(p.collection.rawValue) (declare it in the app's schema)", session: session)
         }

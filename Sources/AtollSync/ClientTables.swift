@@ -62,24 +62,32 @@ enum ClientTables {
     /// being deleted here: the store drops them from the lists), so that list indexes stay the
     /// store's.
     static func hideLinks(_ sql: MetadataSQL, _ schema: Schema, to target: ObjectID) throws {
-        var hid = false
-        for h in schema.classes where !h.isEmbedded {
-            for p in h.properties where p.isList && p.type == .object && p.objectType == target.className {
-                for row in try sql.rows("SELECT pk, elements FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(h.name), .string(p.name)]) {
-                    guard case .string(let pk) = row[0], case .string(let text) = row[1], var seq = try? ListSequence(text: text) else { continue }
-                    let before = seq
-                    for e in seq.entries where e.shown && e.value == target.primaryKey { _ = seq.hide(e.id) }
-                    if seq != before {
-                        try saveList(sql, h.name, pk, p.name, seq)
-                        hid = true
-                    }
-                }
-            }
+        let hid = try changeLinkLists(sql, schema, to: target.className) { _, _, _, seq in
+            for e in seq.entries where e.shown && e.value == target.primaryKey { _ = seq.hide(e.id) }
         }
         if hid {
             try sql.execute("INSERT OR IGNORE INTO _atoll_sync_hidden_targets VALUES (?, ?)",
                             [.string(target.className), .string(keyText(target.primaryKey))])
         }
+    }
+
+    /// Gives each stored sequence of a list of links to objects of `className` to `change`, with
+    /// its holder's class, key text and property, and saves those it changed; true when any.
+    private static func changeLinkLists(_ sql: MetadataSQL, _ schema: Schema, to className: String,
+                                        _ change: (String, String, String, inout ListSequence) -> Void) throws -> Bool {
+        var changed = false
+        for (holder, property) in schema.linkLists(to: className) {
+            for row in try sql.rows("SELECT pk, elements FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(holder), .string(property)]) {
+                guard case .string(let pk) = row[0], case .string(let text) = row[1], var seq = try? ListSequence(text: text) else { continue }
+                let before = seq
+                change(holder, pk, property, &seq)
+                if seq != before {
+                    try saveList(sql, holder, pk, property, seq)
+                    changed = true
+                }
+            }
+        }
+        return changed
     }
 
     /// Whether `hideLinks` hid links to any object that has not come back.
@@ -105,16 +113,9 @@ enum ClientTables {
     static func showLinks(_ sql: MetadataSQL, _ schema: Schema, to target: ObjectID,
                           newerThan floor: Clock) throws -> [(className: String, pk: String, property: String, index: Int)] {
         var shown = [(className: String, pk: String, property: String, index: Int)]()
-        for h in schema.classes where !h.isEmbedded {
-            for p in h.properties where p.isList && p.type == .object && p.objectType == target.className {
-                for row in try sql.rows("SELECT pk, elements FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(h.name), .string(p.name)]) {
-                    guard case .string(let pk) = row[0], case .string(let text) = row[1], var seq = try? ListSequence(text: text) else { continue }
-                    let before = seq
-                    for e in seq.entries where e.alive && e.hidden && e.value == target.primaryKey && max(e.id.clock, e.valueClock) > floor {
-                        if let index = seq.show(e.id) { shown.append((h.name, pk, p.name, index)) }
-                    }
-                    if seq != before { try saveList(sql, h.name, pk, p.name, seq) }
-                }
+        _ = try changeLinkLists(sql, schema, to: target.className) { holder, pk, property, seq in
+            for e in seq.entries where e.alive && e.hidden && e.value == target.primaryKey && max(e.id.clock, e.valueClock) > floor {
+                if let index = seq.show(e.id) { shown.append((holder, pk, property, index)) }
             }
         }
         try sql.execute("DELETE FROM _atoll_sync_hidden_targets WHERE class = ? AND pk = ?",
