@@ -83,25 +83,15 @@ final class Connection {
     var changes: Int { db.map { Int(sqlite3_changes64($0)) } ?? 0 }
     var lastInsertRowID: Int64 { db.map { sqlite3_last_insert_rowid($0) } ?? 0 }
 
-    /// When a statement running now must stop (`withDeadline`), in uptime nanoseconds.
-    final class Deadline {
-        let at: UInt64
-        let seconds: Double
-        init(seconds: Double) {
-            self.seconds = seconds
-            let (sum, overflow) = DispatchTime.now().uptimeNanoseconds.addingReportingOverflow(UInt64(max(0, min(seconds, 1e9)) * 1e9))
-            at = overflow ? .max : sum
-        }
-    }
-    private var deadline: Deadline? {
-        didSet { clock.deadline = deadline?.at }
-    }
-
-    /// The deadline as the store's SQL functions see it (their user data): a function that
-    /// runs long (a match over a large text) checks it itself, since SQLite's progress handler
-    /// only runs between its own instructions.
+    /// When a statement running now must stop (`withDeadline`), as the store's SQL functions
+    /// see it (their user data) and SQLite's progress handler too: a function that runs long (a
+    /// match over a large text) checks it itself, since the handler only runs between SQLite's
+    /// own instructions.
     final class Clock: @unchecked Sendable {
+        /// In uptime nanoseconds; nil: no deadline.
         var deadline: UInt64?
+        /// The budget the deadline was set from, for the error's message.
+        var seconds: Double = 0
         /// Whether the deadline has passed (never, without one).
         var expired: Bool { deadline.map { DispatchTime.now().uptimeNanoseconds > $0 } ?? false }
     }
@@ -111,17 +101,17 @@ final class Connection {
     /// step then throws `.timeout`. Checked every few thousand virtual machine instructions
     /// (SQLite's progress handler), so the cost of a check is nothing next to a query's.
     func withDeadline<T>(seconds: Double, _ body: () throws -> T) rethrows -> T {
-        guard let db, deadline == nil else { return try body() }
-        let d = Deadline(seconds: seconds)
-        deadline = d
+        guard let db, clock.deadline == nil else { return try body() }
+        let (at, overflow) = DispatchTime.now().uptimeNanoseconds.addingReportingOverflow(UInt64(max(0, min(seconds, 1e9)) * 1e9))
+        clock.deadline = overflow ? .max : at
+        clock.seconds = seconds
         sqlite3_progress_handler(db, 4096, { context in
             guard let context else { return 0 }
-            let d = Unmanaged<Deadline>.fromOpaque(context).takeUnretainedValue()
-            return DispatchTime.now().uptimeNanoseconds > d.at ? 1 : 0
-        }, Unmanaged.passUnretained(d).toOpaque())
+            return Unmanaged<Clock>.fromOpaque(context).takeUnretainedValue().expired ? 1 : 0
+        }, Unmanaged.passUnretained(clock).toOpaque())
         defer {
             sqlite3_progress_handler(db, 0, nil, nil)
-            deadline = nil
+            clock.deadline = nil
         }
         return try body()
     }
@@ -131,8 +121,8 @@ final class Connection {
         let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
         // Stopped at the deadline: by SQLite's progress handler, or by a function of the store's
         // that checks it (an error then).
-        if rc & 0xFF == SQLITE_INTERRUPT || clock.expired, let deadline {
-            return AtollError(.timeout, "the query ran longer than its budget of \(deadline.seconds) s and was stopped", sql: sql)
+        if clock.deadline != nil, rc & 0xFF == SQLITE_INTERRUPT || clock.expired {
+            return AtollError(.timeout, "the query ran longer than its budget of \(clock.seconds) s and was stopped", sql: sql)
         }
         switch rc & 0xFF {
         case SQLITE_BUSY, SQLITE_LOCKED:
