@@ -37,7 +37,23 @@ import AtollNet
 import COpenSSL
 import Foundation
 
+/// SIGTERM and SIGINT, which `serve` takes with sigwait.
+func stopSignals() -> sigset_t {
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGTERM)
+    sigaddset(&set, SIGINT)
+    return set
+}
 
+// For `serve`, blocked on this thread before any other starts (threads inherit the mask). A
+// dispatch signal source is not enough on Linux: it reads the signal from a signalfd that only its
+// own thread blocks, so a signal the kernel hands to another thread is lost (SIG_IGN) or kills the
+// process.
+if CommandLine.arguments.dropFirst().first == "serve" {
+    var blocked = stopSignals()
+    pthread_sigmask(SIG_BLOCK, &blocked, nil)
+}
 
 /// Writes one line to stdout at once, without stdio's buffer (whose flush would wait for the
 /// stdin lock that the command thread holds while it waits in readLine).
@@ -230,18 +246,10 @@ func serve(_ options: Options) -> Int32 {
     }
     say("listening on \(server.url)")
 
-    // Graceful shutdown on SIGTERM / SIGINT.
-    signal(SIGTERM, SIG_IGN)
-    signal(SIGINT, SIG_IGN)
-    let stop = DispatchSemaphore(value: 0)
-    let sources = [SIGTERM, SIGINT].map { signalNumber -> DispatchSourceSignal in
-        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-        source.setEventHandler { stop.signal() }
-        source.resume()
-        return source
-    }
-    // The sources must outlive the wait (Swift may release a value after its last use).
-    withExtendedLifetime(sources) { stop.wait() }
+    // Graceful shutdown on SIGTERM / SIGINT, blocked since the first line and taken here.
+    var stop = stopSignals()
+    var received: Int32 = 0
+    while sigwait(&stop, &received) != 0 {}
     let done = DispatchSemaphore(value: 0)
     Task {
         await server.shutdown()
