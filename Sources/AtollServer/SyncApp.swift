@@ -70,6 +70,14 @@ final class Session {
     var partial: SyncChangeset?
     /// The clock node of the session's first changeset: every later one must carry it too.
     var node: Int64?
+    /// The bootstrap being read and sent off the queue, if any (SyncApp+Bootstrap.swift): until
+    /// it ends the session gets no changesets, and its messages wait in `backlog`.
+    var bootstrap: BootstrapJob?
+    /// Whether to bootstrap again once this one ends (the rules changed while it ran).
+    var bootstrapAgain = false
+    /// The session's messages that came during its bootstrap, handled once it ends, in order;
+    /// each one's bytes stay counted in its connection's and the app's pending bytes till then.
+    var backlog: [(message: Fields, bytes: Int)] = []
 
     init(number: Int64, connection: SyncConnection) {
         self.number = number
@@ -100,6 +108,11 @@ package final class SyncApp: @unchecked Sendable {
     /// How many objects a bootstrap reads from the store at a time (their metadata is read with
     /// one list of keys, which `ObjectMetadata.load` takes up to 500 long).
     static let bootstrapPage = 500
+    /// Runs a bootstrap's reading and sending off the queue, for a user (`BootstrapWorkers`).
+    /// The simulation gives its own, to run them at steps of its schedule.
+    package var bootstrapRunner: @Sendable (_ user: String, _ work: @escaping @Sendable () -> Void) -> Void
+    /// The bootstraps started and not ended: `close` waits for them.
+    let bootstrapsRunning = DispatchGroup()
     /// Largest download message, in bytes of instructions (a bootstrap or catch-up is split).
     var maxDownloadBytes = 1 << 20
     /// What one connection may send (set by the server before it starts).
@@ -136,6 +149,8 @@ package final class SyncApp: @unchecked Sendable {
         self.metrics = metrics
         self.storage = storage
         queue = DispatchQueue(label: "atoll.sync.\(configuration.id)")
+        let workers = BootstrapWorkers(name: "atoll.bootstrap.\(configuration.id)")
+        bootstrapRunner = { workers.run(user: $0, $1) }
         // The app's objects and history, readable by the server's user only (with SQLite's -wal
         // and -shm, which take the database file's mode).
         try PrivateFiles.directory(directory, tighten: true)
@@ -162,10 +177,15 @@ package final class SyncApp: @unchecked Sendable {
         return try Store(Configuration(path: path))
     }
 
-    /// Set by `close` (on the queue): a catch-up the listener queued after it does nothing.
-    private var isClosed = false
+    /// Set by `close` (on the queue): a catch-up the listener queued after it does nothing, and
+    /// a bootstrap that ends after it sends nothing more.
+    private(set) var isClosed = false
 
     package func close() {
+        // Bootstraps stop at their next page; their end runs on the queue, so they are waited
+        // for outside it.
+        queue.sync { cancelBootstraps() }
+        bootstrapsRunning.wait()
         queue.sync {
             isClosed = true
             store.close()
@@ -194,16 +214,29 @@ package final class SyncApp: @unchecked Sendable {
         queue.async { [self] in
             connections[ObjectIdentifier(connection)] = nil
             failedBinds[ObjectIdentifier(connection)] = nil
-            let gone = sessions.removeValue(forKey: ObjectIdentifier(connection))?.count ?? 0
-            metrics.update { $0.sessions -= gone }
+            let gone = sessions.removeValue(forKey: ObjectIdentifier(connection)) ?? [:]
+            for s in gone.values {
+                s.bootstrap?.cancelled.store(true, ordering: .relaxed)
+                pendingBytes.subtract(s.backlog.reduce(0) { $0 + $1.bytes }, ordering: .relaxed)
+                s.backlog = []
+            }
+            metrics.update { $0.sessions -= gone.count }
         }
     }
 
-    /// Handles one message of a connection (on the queue).
-    func handle(_ message: Fields, from connection: SyncConnection) {
+    /// Handles one message of a connection (on the queue). `bytes` is its size, counted in the
+    /// connection's and the app's pending bytes until it is handled.
+    func handle(_ message: Fields, from connection: SyncConnection, bytes: Int = 0) {
         let type = (try? message.string("type")) ?? ""
         let sessionNumber = try? message.int("session")
         if type != "bind", let n = sessionNumber, failedBinds[ObjectIdentifier(connection)]?.contains(n) == true { return }
+        // A session whose bootstrap runs handles its messages after it, in order.
+        if type != "bind", type != "ping", let n = sessionNumber, let s = sessions[ObjectIdentifier(connection)]?[n], s.bootstrap != nil {
+            connection.pendingBytes.add(bytes, ordering: .relaxed)
+            pendingBytes.add(bytes, ordering: .relaxed)
+            s.backlog.append((message, bytes))
+            return
+        }
         do {
             switch type {
             case "ping":
@@ -362,7 +395,7 @@ package final class SyncApp: @unchecked Sendable {
             s.subscriptions = try partitionSubscriptions(s.partition)
             s.queryVersion = 0
             try computeViews(s)
-            if cursor == 0 { try bootstrap(s, version: 0) } else { try resume(s, from: cursor) }
+            if cursor == 0 { try startBootstrap(s, version: 0) } else { try resume(s, from: cursor) }
         }
     }
 
@@ -544,46 +577,45 @@ package final class SyncApp: @unchecked Sendable {
             return
         }
         let complete = try m.bool("complete", default: false)
-        let previous = (subscriptions: s.subscriptions, version: s.queryVersion, views: s.views)
+        let previous = QueryState(subscriptions: s.subscriptions, version: s.queryVersion, views: s.views, ready: s.ready)
         s.subscriptions = subscriptions
         s.queryVersion = version
-        // What this takes of the queue is charged to the user (users who owe nothing forgotten).
+        // What this takes of the queue, and what its bootstrap takes of a worker, is charged to
+        // the user (users who owe nothing forgotten).
         if bootstrapTime.count + cooldowns.count > 10_000 {
             let now = DispatchTime.now().uptimeNanoseconds
             bootstrapTime = bootstrapTime.filter { bootstrapOwed($0.key) > 0 }
             cooldowns = cooldowns.filter { $0.value > now }
         }
         let started = DispatchTime.now().uptimeNanoseconds
-        defer {
-            let now = DispatchTime.now().uptimeNanoseconds
-            bootstrapTime[s.user.id] = (bootstrapOwed(s.user.id) + Double(now - started) / 1e9, now)
-        }
-        // The views whole (many subscriptions OR-ed are deeper than each), then counted: a set
-        // that fails here is refused and the session keeps the one it had, with nothing sent.
-        let plan: BootstrapPlan?
+        defer { chargeBootstrap(s.user.id, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9) }
+        // The views whole (many subscriptions OR-ed are deeper than each): a set that fails here
+        // is refused and the session keeps the one it had, with nothing sent. (Counting them,
+        // where a costly one fails, is the bootstrap's first step, off the queue.)
         do {
             try computeViews(s)
             for (cls, view) in s.views { _ = try view.results(store, cls) }
-            plan = complete && s.downloadCursor > 0 && previous.version < 0 ? nil : try bootstrapPlan(s)
         } catch let failure as AtollError where [.queryInvalid, .querySyntax, .timeout, .typeMismatch, .noSuchProperty].contains(failure.code) {
-            (s.subscriptions, s.queryVersion, s.views) = previous
+            (s.subscriptions, s.queryVersion, s.views) = (previous.subscriptions, previous.version, previous.views)
             if failure.code == .timeout { cooldowns[s.user.id] = DispatchTime.now().uptimeNanoseconds + UInt64(limits.cooldownSeconds * 1e9) }
             refuseQuery(s, version: version, "the subscriptions as a whole: \(failure.message)")
             return
         }
-        // From here on the client is being sent the new view: a failure ends the session.
+        // From here on the client is being sent the new view: a failure ends the session. A
+        // client that comes back with the set it had complete catches up instead.
         do {
-            if let plan { try bootstrap(s, plan, version: version) } else { try resume(s, from: s.downloadCursor) }
-        } catch {
-            if (error as? AtollError)?.code == .timeout {
-                cooldowns[s.user.id] = DispatchTime.now().uptimeNanoseconds + UInt64(limits.cooldownSeconds * 1e9)
+            if complete && s.downloadCursor > 0 && previous.version < 0 {
+                try resume(s, from: s.downloadCursor)
+            } else {
+                try startBootstrap(s, version: version, previous: previous)
             }
+        } catch {
             drop(s, because: error, while: "sending it its subscriptions' objects")
         }
     }
 
     /// Tells the session its subscription set `version` is refused, and why.
-    private func refuseQuery(_ s: Session, version: Int64, _ message: String) {
+    func refuseQuery(_ s: Session, version: Int64, _ message: String) {
         metrics.error(SyncErrorCode.invalidFlexibleSyncSubscriptions.rawValue)
         recentErrors.add(SyncErrorMessage(.invalidFlexibleSyncSubscriptions, message, session: s.number), user: s.user.id)
         s.connection.send(.doc(["type": .string("queryError"), "session": .int(s.number), "version": .int(version), "message": .string(message)]))
@@ -688,193 +720,6 @@ package final class SyncApp: @unchecked Sendable {
             for pk in try view.results(store, cls).primaryKeyValues() { out.insert(keyText(pk)) }
         }
         return out
-    }
-
-    // MARK: - Bootstrap and resume
-
-    /// Sends the whole view of a new subscription set, in batches, then `queryComplete`. The
-    /// objects are read, encoded and sent a page at a time, so that the client is reading the
-    /// first batches while the server prepares the next.
-    func bootstrap(_ s: Session, version: Int64) throws {
-        try bootstrap(s, try bootstrapPlan(s), version: version)
-    }
-
-    /// What a bootstrap will send: each view's results and how many objects they hold.
-    struct BootstrapPlan {
-        var views: [(cls: String, pkName: String, results: Results)] = []
-        var total = 0
-    }
-
-    /// Each view of the session counted: where a view too costly to evaluate fails, before
-    /// anything is sent.
-    func bootstrapPlan(_ s: Session) throws -> BootstrapPlan {
-        var plan = BootstrapPlan()
-        for (cls, view) in s.views.sorted(by: { $0.key < $1.key }) {
-            guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { continue }
-            let results = try view.results(store, cls)
-            plan.total += try results.count()
-            plan.views.append((cls, pkName, results))
-        }
-        return plan
-    }
-
-    func bootstrap(_ s: Session, _ plan: BootstrapPlan, version: Int64) throws {
-        let views = plan.views
-        let total = plan.total
-        var held = [String: Set<String>]()
-        var sent = 0
-        var bytes = 0
-        var batch = [String]()
-        var batchObjects = 0
-        var batchBytes = 0
-        func flush(last: Bool) {
-            sent += batchObjects
-            let progress = Value.doc(["queryVersion": .int(version), "sent": .int(Int64(sent)),
-                                      "total": .int(Int64(max(total, sent))), "last": .bool(last)])
-            bytes += send(s, serverVersion: latestVersion, clock: .zero, instructions: batch, extra: ["bootstrap": progress])
-            batch = []
-            batchObjects = 0
-            batchBytes = 0
-        }
-        func add(_ upserts: ArraySlice<SyncInstruction>, _ pkName: String) {
-            for (value, range) in SyncInstruction.groupedWireValues(upserts, primaryKey: pkName) {
-                let text = Wire.encode(value)
-                // A group of large objects is split until it fits a message with room to spare.
-                if text.utf8.count > maxDownloadBytes / 2, range.count > 1 {
-                    let mid = range.lowerBound + range.count / 2
-                    add(upserts[range.lowerBound..<mid], pkName)
-                    add(upserts[mid..<range.upperBound], pkName)
-                    continue
-                }
-                // Messages of a quarter of the limit: the client reads one while the next is made.
-                if batchBytes + text.utf8.count > maxDownloadBytes / 4, !batch.isEmpty { flush(last: false) }
-                batch.append(text)
-                batchObjects += range.count
-                batchBytes += text.utf8.count
-            }
-        }
-        for (cls, pkName, results) in views {
-            var keys = Set<String>()
-            var offset = 0
-            while true {
-                let docs = try results.documents(offset: offset, limit: Self.bootstrapPage)
-                if docs.isEmpty { break }
-                offset += docs.count
-                let meta = try ObjectMetadata.load(store, className: cls, keys: docs.compactMap { $0[pkName] })
-                var upserts = [SyncInstruction]()
-                upserts.reserveCapacity(docs.count)
-                for doc in docs {
-                    guard let pk = doc[pkName] else { continue }
-                    let key = keyText(pk)
-                    keys.insert(key)
-                    upserts.append(meta.upsert(cls, pk, key, doc))
-                }
-                add(upserts[...], pkName)
-                if docs.count < Self.bootstrapPage { break }
-            }
-            held[cls] = keys
-        }
-        flush(last: true)
-        s.inView = held
-        s.ready = true
-        s.downloadCursor = latestVersion
-        metrics.update { c in
-            c.bootstraps += 1
-            c.bootstrapObjects += sent
-            c.bootstrapBytes += bytes
-        }
-        s.connection.send(.doc(["type": .string("queryComplete"), "session": .int(s.number), "version": .int(version),
-                                "serverVersion": .int(Int64(latestVersion))]))
-        log.debug("bootstrapped", ["app": configuration.id, "session": "\(s.number)", "objects": "\(sent)", "bytes": "\(bytes)"])
-    }
-
-    /// Catches a returning client up: every object changed since its cursor by others is sent
-    /// whole if it is in the view now, evicted if not.
-    private func resume(_ s: Session, from cursor: UInt64) throws {
-        var held = [String: Set<String>]()
-        for (cls, view) in s.views { held[cls] = try matching(cls, view) }
-        var touched = [ObjectID]()
-        var seen = Set<ObjectID>()
-        for entry in try storage.history(after: cursor, excludingFile: s.file) {
-            let cs = try SyncChangeset(wire: try EJSON.parse(entry.changeset))
-            for id in cs.instructions.objectIDs where seen.insert(id).inserted { touched.append(id) }
-        }
-        var texts = [String]()
-        var metas = [String: ObjectMetadata]()
-        var upserted = [ObjectID]()
-        s.inView = held
-        // What left the view (or never was in it): the device may hold some of it. Only objects
-        // the user may read are named; for the others, the device is told instead which objects
-        // of their class the view holds (`keep`), and removes the rest itself.
-        let subscribed = Set(s.subscriptions.map(\.className))
-        var outside = [String: [Value]]()
-        for id in touched where subscribed.contains(id.className) {
-            let key = keyText(id.primaryKey)
-            if held[id.className]?.contains(key) == true, let doc = try store.object(id.className, primaryKey: id.primaryKey) {
-                let meta = try metas[id.className] ?? ObjectMetadata.load(store, className: id.className)
-                metas[id.className] = meta
-                texts.append(Wire.encode(meta.upsert(id.className, id.primaryKey, key, doc).wireValue))
-                upserted.append(id)
-            } else {
-                outside[id.className, default: []].append(id.primaryKey)
-            }
-        }
-        let access = readAccess(s.user)
-        for (cls, keys) in outside.sorted(by: { $0.key < $1.key }) {
-            let readable: Set<String> = access.rule(cls) == .nothing ? []
-                : try matching(cls, ViewQuery(cls, text: "TRUEPREDICATE", arguments: [], access: access), among: keys)
-            if access.rule(cls) == .everything || keys.allSatisfy({ readable.contains(keyText($0)) }) {
-                for pk in keys { texts.append(Wire.encode(SyncInstruction(.evict, cls, pk).wireValue)) }
-            } else {
-                var keep = SyncInstruction(.keep, cls, .null)
-                keep.value = .list(try s.views[cls].map { try $0.results(store, cls).primaryKeyValues() } ?? [])
-                texts.append(Wire.encode(keep.wireValue))
-            }
-        }
-        // What the client holds that links to what it is sent (its links read as none while
-        // those were missing).
-        let sent = Set(touched)
-        for h in try linkHolders(s, of: upserted) where !sent.contains(h) {
-            guard let doc = try store.object(h.className, primaryKey: h.primaryKey) else { continue }
-            let key = keyText(h.primaryKey)
-            texts.append(Wire.encode(try ObjectMetadata.load(store, className: h.className, key: key).upsert(h.className, h.primaryKey, key, doc).wireValue))
-        }
-        // Split into messages; only the last moves the client's cursor to the latest version.
-        var batches = [[String]]()
-        var current = [String]()
-        var size = 0
-        for t in texts {
-            if size + t.utf8.count > maxDownloadBytes, !current.isEmpty { batches.append(current); current = []; size = 0 }
-            current.append(t)
-            size += t.utf8.count
-        }
-        batches.append(current)
-        let downloadable = texts.reduce(0) { $0 + $1.utf8.count }
-        var downloaded = 0
-        for (i, batch) in batches.enumerated() {
-            downloaded += batch.reduce(0) { $0 + $1.utf8.count }
-            let last = i == batches.count - 1
-            let progress = Value.doc(["downloaded": .int(Int64(downloaded)), "downloadable": .int(Int64(downloadable))])
-            send(s, serverVersion: last ? latestVersion : cursor, clock: .zero, instructions: batch, extra: ["progress": progress])
-        }
-        s.inView = held
-        s.ready = true
-        s.downloadCursor = latestVersion
-    }
-
-    /// Sends one `download` with one changeset of already-encoded instructions; returns its size.
-    @discardableResult
-    private func send(_ s: Session, serverVersion: UInt64, clock: Clock, instructions: [String], extra: [String: Value] = [:]) -> Int {
-        var head = "{\"type\":\"download\",\"session\":\(s.number),\"serverVersion\":\(serverVersion)"
-        for (k, v) in extra.sorted(by: { $0.key < $1.key }) { head += ",\"\(k)\":" + Wire.encode(v) }
-        let text = head + ",\"changesets\":[{\"serverVersion\":\(serverVersion),\"clock\":" + Wire.encode(clock.value)
-            + ",\"instructions\":[" + instructions.joined(separator: ",") + "]}]}"
-        s.connection.send(text: text)
-        metrics.update { c in
-            c.downloads += 1
-            c.downloadBytes += text.utf8.count
-        }
-        return text.utf8.count
     }
 
     // MARK: - Upload

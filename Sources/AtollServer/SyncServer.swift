@@ -111,7 +111,7 @@ package final class SyncConnection: @unchecked Sendable {
                         pendingBytes.subtract(size, ordering: .relaxed)
                         app.pendingBytes.subtract(size, ordering: .relaxed)
                     }
-                    receive(message)
+                    receive(message, bytes: size)
                 }
             case .binary:
                 send(SyncErrorMessage(.badMessage, "messages are JSON text, not binary").wireValue)
@@ -127,12 +127,12 @@ package final class SyncConnection: @unchecked Sendable {
     }
 
     /// Handles one text message of the client; call on the app's queue.
-    package func receive(_ text: String) { receive(ParsedMessage(text)) }
+    package func receive(_ text: String) { receive(ParsedMessage(text), bytes: text.utf8.count) }
 
-    private func receive(_ message: ParsedMessage) {
+    private func receive(_ message: ParsedMessage, bytes: Int) {
         guard !throttled, !endIfExpired() else { return }
         do {
-            app.handle(try message.fields(), from: self)
+            app.handle(try message.fields(), from: self, bytes: bytes)
         } catch {
             app.metrics.error(SyncErrorCode.badMessage.rawValue)
             send(SyncErrorMessage(.badMessage, "\(error)").wireValue)

@@ -176,6 +176,20 @@ class Raw:
         self.close()
 
 
+def plant_blobs(server: Server, app_id: str, schema: List[Dict[str, Any]], count: int, size: int) -> None:
+    """`count` objects `b0`... of class `Blob` whose `text` is `size` bytes, uploaded ten at a
+    time by an ordinary anonymous raw client."""
+    writer = login_anonymous(server, app_id)
+    with Raw(server, app_id, writer["access_token"]) as conn:
+        conn.bind(schema=schema)
+        conn.subscribe("TRUEPREDICATE", [], cls="Blob")
+        for start in range(0, count, 10):
+            conn.upload([{"op": "create", "class": "Blob", "primaryKey": f"b{i}",
+                          "object": {"text": chr(ord("a") + i % 26) * size}}
+                         for i in range(start, min(start + 10, count))])
+            conn.until(lambda m: m["type"] == "uploadAck" and m["clientVersion"] == conn.client_version, 60)
+
+
 def create_task(pk: str, owner: Optional[str] = None, priority: int = 0) -> Dict[str, Any]:
     return {"op": "create", "class": "Task", "primaryKey": pk,
             "object": {"name": f"task {pk}", "priority": priority, "owner_id": owner}}

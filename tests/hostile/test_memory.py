@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from conftest import Raw, Server, login_anonymous, report, start_server
+from conftest import Raw, Server, login_anonymous, plant_blobs, report, start_server
 from helpers import download_instructions
 
 APP = "blobs"
@@ -123,16 +123,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def plant(server: Server) -> None:
-    """OBJECTS objects of OBJECT_BYTES each, uploaded by an ordinary raw client."""
-    writer = login_anonymous(server, APP)
-    with Raw(server, APP, writer["access_token"]) as conn:
-        conn.bind(schema=SCHEMA)
-        conn.subscribe("TRUEPREDICATE", [], cls="Blob")
-        for start in range(0, OBJECTS, 10):
-            conn.upload([{"op": "create", "class": "Blob", "primaryKey": f"b{i}",
-                          "object": {"text": chr(ord("a") + i % 26) * OBJECT_BYTES}}
-                         for i in range(start, start + 10)])
-            conn.until(lambda m: m["type"] == "uploadAck" and m["clientVersion"] == conn.client_version, 60)
+    """OBJECTS objects of OBJECT_BYTES each."""
+    plant_blobs(server, APP, SCHEMA, OBJECTS, OBJECT_BYTES)
 
 
 def test_large_uploads_at_once_wait_within_one_budget_per_app(server: Server) -> None:

@@ -170,7 +170,7 @@ extension SyncApp {
         for s in sessions.values.flatMap(\.values) {
             do {
                 try computeViews(s)
-                if s.ready { try bootstrap(s, version: max(s.queryVersion, 0)) }
+                if s.ready || s.bootstrap != nil { try startBootstrap(s, version: max(s.queryVersion, 0)) }
             } catch {
                 log.warning("a session could not be bootstrapped under the new rules",
                             ["app": configuration.id, "user": s.user.id, "error": "\(error)"])

@@ -56,7 +56,8 @@ enum SimShrinker {
     static func regressionTest(_ steps: [SimStep], _ configuration: SimConfiguration, seed: UInt64) -> String {
         var lines = ["    /// Shrunk from seed \(seed) (\(configuration)).",
                      "    func testSeed\(seed)() throws {",
-                     "        try assertConverges(devices: \(configuration.devices), users: \(configuration.users), [",]
+                     "        try assertConverges(devices: \(configuration.devices), users: \(configuration.users)"
+                        + (configuration.deferredBootstraps ? ", deferredBootstraps: true" : "") + ", [",]
         for s in steps { lines.append("            \(s.swiftSource),") }
         lines += ["        ])", "    }"]
         return lines.joined(separator: "\n")
@@ -70,7 +71,7 @@ extension SimStep {
         case .write(let d, _), .run(let d), .up(let d), .down(let d), .cut(let d), .connect(let d), .pause(let d), .resume(let d),
              .clock(let d, _), .subscribe(let d, _):
             return d
-        case .restart, .backup, .restore: return nil
+        case .restart, .backup, .restore, .bootstrap: return nil
         }
     }
 }

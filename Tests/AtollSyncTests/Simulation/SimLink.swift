@@ -101,6 +101,8 @@ final class SimLink: SessionConnection, @unchecked Sendable {
         guard !isConnected, wantsConnection, now() >= notBefore else { return false }
         let peer = ServerPeer(link: self)
         let end = SyncConnection(transport: peer, user: RuleUser(id: user), app: app)
+        peer.end = end
+        peer.uploads = uploads
         app.connectionOpened(end)
         self.peer = peer
         serverEnd = end
@@ -129,10 +131,8 @@ final class SimLink: SessionConnection, @unchecked Sendable {
         // A connection the server closed reads nothing more.
         guard peer?.closed != true else { return true }
         if Self.verbose { print("  d\(device) -> server: \(text)") }
-        let before = down.count
         end.app.queue.sync { end.receive(text) }
         recordUpload(text, end)
-        recordRefusals(down[before...], end)
         return true
     }
 
@@ -180,23 +180,14 @@ final class SimLink: SessionConnection, @unchecked Sendable {
         }
     }
 
-    /// Notes the writes the server refused (`writeRejected`), by client file and version.
-    private func recordRefusals(_ replies: ArraySlice<Down>, _ end: SyncConnection) {
-        guard let uploads else { return }
-        for case .text(let text) in replies {
-            guard text.contains("writeRejected"), let m = try? Wire.decode(text), (try? m.string("type")) == "error",
-                  let e = try? SyncErrorMessage(wire: m), e.code == .writeRejected, let version = e.clientVersion, let n = e.session,
-                  let file = fileKey(n, end) else { continue }
-            uploads.refuse(file: file, version: version, e.compensatingWrites.map { ObjectID($0.className, $0.primaryKey) })
-        }
-    }
-
     /// The client file of a session of the server's end, as "ident:salt".
     private func fileKey(_ session: Int64, _ end: SyncConnection) -> String? {
-        end.app.queue.sync {
-            guard let ident = end.app.sessions[ObjectIdentifier(end)]?[session]?.file, let f = try? end.app.storage.file(ident) else { return nil }
-            return "\(ident):\(f.salt)"
-        }
+        end.app.queue.sync { Self.fileKeyOnQueue(session, end) }
+    }
+
+    fileprivate static func fileKeyOnQueue(_ session: Int64, _ end: SyncConnection) -> String? {
+        guard let ident = end.app.sessions[ObjectIdentifier(end)]?[session]?.file, let f = try? end.app.storage.file(ident) else { return nil }
+        return "\(ident):\(f.salt)"
     }
 
     fileprivate func received(_ text: String) { down.append(.text(text)) }
@@ -206,11 +197,26 @@ final class SimLink: SessionConnection, @unchecked Sendable {
     /// The server's end of the link: what it sends waits in the client's queue.
     final class ServerPeer: SyncTransport, @unchecked Sendable {
         weak var link: SimLink?
+        /// The server's end of this connection, and where its refusals are noted.
+        weak var end: SyncConnection?
+        var uploads: UploadLog?
         private(set) var closed = false
         init(link: SimLink) { self.link = link }
+        /// Called on the server's queue.
         func send(_ text: String) throws {
+            noteRefusal(text)
             guard !closed else { return }
             link?.received(text)
+        }
+
+        /// Notes the writes the server refused (`writeRejected`), by client file and version, when
+        /// it sends the refusal: the upload it answers may have waited (a bootstrap ran), and the
+        /// client may never read it (a cut), but the server did refuse them.
+        private func noteRefusal(_ text: String) {
+            guard let uploads, let end, text.contains("writeRejected"), let m = try? Wire.decode(text), (try? m.string("type")) == "error",
+                  let e = try? SyncErrorMessage(wire: m), e.code == .writeRejected, let version = e.clientVersion, let n = e.session,
+                  let file = SimLink.fileKeyOnQueue(n, end) else { return }
+            uploads.refuse(file: file, version: version, e.compensatingWrites.map { ObjectID($0.className, $0.primaryKey) })
         }
         func close(code: UInt16, reason: String) {
             guard !closed else { return }

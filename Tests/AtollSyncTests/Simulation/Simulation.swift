@@ -34,6 +34,9 @@ enum SimStep: Hashable, CustomStringConvertible {
     case clock(Int, Int64)
     /// Device d subscribes to one view of the items instead of its current one.
     case subscribe(Int, SimView)
+    /// The server reads and sends the oldest bootstrap it has started (they run off its queue,
+    /// and uploads and other bootstraps may come first); nothing happens when none waits.
+    case bootstrap
 
     var description: String {
         switch self {
@@ -50,6 +53,7 @@ enum SimStep: Hashable, CustomStringConvertible {
         case .restore: return "the server is restored from its backup"
         case let .clock(d, ms): return "d\(d)'s clock jumps \(ms) ms"
         case let .subscribe(d, view): return "d\(d) subscribes to \(view.query)"
+        case .bootstrap: return "the server runs its oldest waiting bootstrap"
         }
     }
 
@@ -69,6 +73,7 @@ enum SimStep: Hashable, CustomStringConvertible {
         case .restore: return ".restore"
         case let .clock(d, ms): return ".clock(\(d), \(ms))"
         case let .subscribe(d, view): return ".subscribe(\(d), .\(view))"
+        case .bootstrap: return ".bootstrap"
         }
     }
 }
@@ -115,6 +120,9 @@ struct SimConfiguration: Hashable, CustomStringConvertible {
     var clockJumps = true
     /// Subscription changes among the steps (objects move in and out of devices' views).
     var views = true
+    /// Bootstraps wait for a `.bootstrap` step (or the settling) instead of running right after
+    /// the step that started them: uploads and other sessions' work come in between.
+    var deferredBootstraps = true
 
     var description: String { "\(devices) devices, \(users) users, \(keys) keys, \(steps) steps" }
 }
@@ -136,6 +144,11 @@ final class Simulation {
     let uploads = UploadLog()
     /// How many times the server was restored from a backup.
     private(set) var restores = 0
+    /// The bootstraps the server started and has not run yet.
+    private let bootstraps = SimBootstraps()
+    /// Messages the server read while a bootstrap waited to run (what the catch-up after a
+    /// bootstrap, and a session's backlog, are there for).
+    private(set) var messagesDuringBootstraps = 0
 
     static let appJSON = """
     {"id": "sim", "developmentMode": false, "schema": \(SimSchema.json),
@@ -146,7 +159,7 @@ final class Simulation {
         self.configuration = configuration
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        server = try Self.openServer(directory + "/server", time)
+        server = try Self.openServer(directory + "/server", time, bootstraps)
         for d in 0..<configuration.devices {
             devices.append(try SimDevice(index: d, user: "user\(d % max(1, configuration.users))", directory: directory, time: time))
             devices[d].link.uploads = uploads
@@ -154,10 +167,11 @@ final class Simulation {
         }
     }
 
-    private static func openServer(_ directory: String, _ time: SimTime) throws -> SyncApp {
+    private static func openServer(_ directory: String, _ time: SimTime, _ bootstraps: SimBootstraps) throws -> SyncApp {
         let app = try SyncApp(configuration: AtollServer.AppConfiguration(json: try EJSON.parse(appJSON)), directory: directory,
                               log: Logger(level: .error), metrics: Metrics())
         app.now = { time.now }
+        app.bootstrapRunner = { _, work in bootstraps.add(work) }
         // A device's clock may run a minute ahead of the server's (its default).
         app.limits.maxClockAheadMilliseconds = 60_000
         return app
@@ -166,6 +180,7 @@ final class Simulation {
     /// Closes every session and the server.
     func close() {
         for d in devices { d.close() }
+        while bootstraps.runOne() {}
         server.close()
     }
 
@@ -181,7 +196,8 @@ final class Simulation {
         switch step {
         case let .write(d, ops): try devices[d].write(ops)
         case let .run(d): devices[d].link.runTask()
-        case let .up(d): devices[d].link.deliverUp()
+        case let .up(d):
+            if devices[d].link.deliverUp(), !bootstraps.isEmpty { messagesDuringBootstraps += 1 }
         case let .down(d): devices[d].link.deliverDown()
         case let .cut(d): devices[d].link.disconnect(notifyServer: true)
         case let .connect(d): devices[d].link.connect(to: server, user: devices[d].userID)
@@ -203,16 +219,20 @@ final class Simulation {
             }
         case let .clock(d, ms): devices[d].clockOffset += ms
         case let .subscribe(d, view): try devices[d].subscribe(view)
+        case .bootstrap: bootstraps.runOne()
         }
+        if !configuration.deferredBootstraps { while bootstraps.runOne() {} }
     }
 
     /// Stops the server (every connection is cut), runs `meanwhile` on its closed files, and
     /// starts it again.
     private func restartServer(_ meanwhile: () throws -> Void) throws {
         for d in devices { d.link.disconnect(notifyServer: false) }
+        // Those started before the stop end before it (their sessions' connections are gone).
+        while bootstraps.runOne() {}
         server.close()
         try meanwhile()
-        server = try Self.openServer(directory + "/server", time)
+        server = try Self.openServer(directory + "/server", time, bootstraps)
     }
 
     /// Brings every device back online and runs every task and message until nothing moves:
@@ -226,6 +246,7 @@ final class Simulation {
                 rounds += 1
                 guard rounds < 100_000 else { throw SimFailure("the simulation does not settle (100,000 rounds)") }
                 moved = false
+                while bootstraps.runOne() { moved = true }
                 for d in devices {
                     while d.link.runTask() { moved = true }
                     // A device the server told to wait: time passes until it may connect.
@@ -262,7 +283,8 @@ final class Simulation {
                     ops.append(.random(&r, keys: c.keys, device: d, serial: serial[d], features: c.features))
                 }
                 steps.append(.write(d, ops))
-            case ..<0.45: steps.append(.run(d))
+            case ..<0.42: steps.append(.run(d))
+            case ..<0.45: steps.append(c.deferredBootstraps ? .bootstrap : .run(d))
             case ..<0.65: steps.append(.up(d))
             case ..<0.85: steps.append(.down(d))
             case ..<0.89: steps.append(.cut(d))
@@ -283,6 +305,21 @@ final class Simulation {
             }
         }
         return steps
+    }
+}
+
+/// The bootstraps a simulated server started, run one at a time at steps of the schedule (on
+/// the simulation's thread, as a worker of the real server would run them).
+final class SimBootstraps: @unchecked Sendable {
+    private var pending: [@Sendable () -> Void] = []
+    var isEmpty: Bool { pending.isEmpty }
+    func add(_ job: @escaping @Sendable () -> Void) { pending.append(job) }
+    /// Runs the oldest; false when none waits.
+    @discardableResult
+    func runOne() -> Bool {
+        guard !pending.isEmpty else { return false }
+        pending.removeFirst()()
+        return true
     }
 }
 

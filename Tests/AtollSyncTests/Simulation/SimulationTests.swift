@@ -62,7 +62,8 @@ final class SimulationTests: XCTestCase {
         // client proves nothing about resets).
         if stats.schedules >= 200 {
             for (what, n) in [("operations", stats.operations), ("client resets", stats.errors["clientReset"] ?? 0),
-                              ("refused clocks", stats.errors["clockAhead"] ?? 0), ("restores", stats.restores)] {
+                              ("refused clocks", stats.errors["clockAhead"] ?? 0), ("restores", stats.restores),
+                              ("messages read during a bootstrap", stats.messagesDuringBootstraps)] {
                 XCTAssertGreaterThan(n, 0, "\(stats.schedules) schedules had no \(what)")
             }
         }
@@ -72,10 +73,13 @@ final class SimulationTests: XCTestCase {
 /// Schedules the simulation found failing, shrunk: each proves what it is named after.
 final class SimulationRegressionTests: XCTestCase {
     /// Runs a schedule of `devices` devices (logged in as `users` users) and checks the oracles.
-    func assertConverges(devices: Int = 3, users: Int = 2, _ steps: [SimStep], file: StaticString = #filePath, line: UInt = #line) throws {
+    /// Bootstraps run right after the step that started them unless `deferredBootstraps`.
+    func assertConverges(devices: Int = 3, users: Int = 2, deferredBootstraps: Bool = false, _ steps: [SimStep],
+                         file: StaticString = #filePath, line: UInt = #line) throws {
         var configuration = SimConfiguration()
         configuration.devices = devices
         configuration.users = users
+        configuration.deferredBootstraps = deferredBootstraps
         let directory = simulationDirectory()
         let failures = try SimRunner.run(steps, configuration, directory: directory + "/run")
         XCTAssertEqual(failures, [], "\n" + failures.joined(separator: "\n"), file: file, line: line)
@@ -509,12 +513,15 @@ final class SimStats {
     var steps = 0
     var operations = 0
     var restores = 0
+    /// Messages the server read while a bootstrap waited to run.
+    var messagesDuringBootstraps = 0
     /// Faults the schedules injected: cuts, pauses, restarts, backups, restores, clock jumps.
     var faults = 0
     var errors = [String: Int]()
 
     var summary: String {
-        "\(operations) operations in \(steps) steps; \(restores) restores from a backup; errors the devices saw: "
+        "\(operations) operations in \(steps) steps; \(restores) restores from a backup; "
+            + "\(messagesDuringBootstraps) messages read while a bootstrap waited; errors the devices saw: "
             + errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
     }
 }
@@ -528,6 +535,7 @@ enum SimRunner {
                 stats.schedules += 1
                 stats.steps += steps.count
                 stats.restores += sim.restores
+                stats.messagesDuringBootstraps += sim.messagesDuringBootstraps
                 for step in steps {
                     switch step {
                     case .write(_, let ops): stats.operations += ops.count
