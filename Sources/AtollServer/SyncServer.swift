@@ -332,10 +332,16 @@ public final class SyncServer: @unchecked Sendable {
             service.limitAttempts(configuration.attemptLimits)
             guard let app = apps[id] else { continue }
             // A logout or a password reset: the connections its access tokens opened close now,
-            // not when the tokens expire.
+            // not when the tokens expire, here and on the instances sharing the storage.
             service.onSessionsEnded { [weak app] userId, session in
                 guard let app else { return }
-                app.queue.async { _ = app.closeConnections(ofUser: userId, session: session) }
+                app.queue.async {
+                    _ = app.closeConnections(ofUser: userId, session: session)
+                    do { try app.storage.announceSessionsEnded(user: userId, session: session) } catch {
+                        app.log.warning("other instances were not told to close an ended session's connections",
+                                        ["user": userId, "error": "\(error)"])
+                    }
+                }
             }
         }
         let log = self.log

@@ -16,7 +16,8 @@ an instance dies, writes reach the clients of other instances, tokens work every
   reconnect), and the other way round; a new client of instance C bootstraps both.
 - **Tokens**: a user registered and logged in on A logs in on B, its access token is accepted
   by B and C, its refresh token by C, a logout on B revokes it for C; a Python client logged in
-  on A syncs with B on the same stored user.
+  on A syncs with B on the same stored user; a logout through A closes the sync connection its
+  session opened on B (and not the user's other session's).
 
 An instance that ignored "store" (each on its own SQLite) fails all three: B never sees A's
 write, A's token means nothing to B, and the database has no tables.
@@ -241,3 +242,42 @@ def test_a_user_disabled_through_one_instance_is_disconnected_from_another(
         assert user not in b.connections(), f"{b.name} let the disabled user connect again"
     finally:
         on_b.close()
+
+
+def test_a_logout_through_one_instance_closes_the_connections_it_opened_on_another(
+        instances: List[Instance]) -> None:
+    """A logout (the refresh token deleted) through A: B closes the sync connection the
+    session's access token opened on B, and only that one (another session of the same user
+    stays)."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+    a, b, _ = instances
+    status, first = http_json("POST", a.api("auth/providers/local-userpass/register"),
+                              {"email": "grace@example.com", "password": "secret-1"})
+    assert status == 201, (status, first)
+    sessions = []
+    for _ in range(2):
+        status, login = http_json("POST", a.api("auth/providers/local-userpass/login"),
+                                  {"username": "grace@example.com", "password": "secret-1"})
+        assert status == 200, (status, login)
+        sessions.append(login)
+    url = b.url.replace("http://", "ws://") + f"/api/client/v2.0/app/{APP}/realm-sync"
+    # Open once the upgrade is answered: B has the connection, with the token's session.
+    sockets = [connect(url, subprotocols=["atoll-sync.1"], proxy=None, open_timeout=10,
+                       additional_headers={"Authorization": f"Bearer {s['access_token']}"}).__enter__()
+               for s in sessions]
+    try:
+        status, answer = http_json("DELETE", a.api("auth/session"), token=sessions[0]["refresh_token"])
+        assert status == 204, f"logout on {a.name}: {status} {answer}"
+        try:
+            sockets[0].recv(timeout=10)
+            raise AssertionError(f"{b.name} sent a message instead of closing the logged-out connection")
+        except ConnectionClosed as e:
+            assert e.rcvd is not None and e.rcvd.code == 1008, e
+        except TimeoutError:
+            raise AssertionError(f"{b.name} kept the connection of a session logged out on {a.name}")
+        # The user's other session is not logged out: its connection stays.
+        assert sockets[1].ping().wait(5), f"{b.name} closed the connection of the session still logged in"
+    finally:
+        for s in sockets:
+            s.close()

@@ -266,9 +266,16 @@ final class PostgresSyncStorage: SyncStorage {
     }
 
     /// The notification's payload: `APP` for new versions, `APP disabled USER` for a user whose
-    /// connections every instance closes.
+    /// connections every instance closes, `APP ended SESSION USER` for a user's session that
+    /// ended (`*`: all of them), whose connections every instance closes. (A session is a hex
+    /// id; the user, which may hold spaces, comes last.)
     func announceDisabled(user: String) throws {
         try connected { db in _ = try db.execute("SELECT pg_notify($1, $2)", [Self.channel, appId + " disabled " + user]) }
+    }
+
+    func announceSessionsEnded(user: String, session: String?) throws {
+        let payload = appId + " ended " + (session ?? "*") + " " + user
+        try connected { db in _ = try db.execute("SELECT pg_notify($1, $2)", [Self.channel, payload]) }
     }
 
     func saveSchema(_ app: SyncApp, _ schema: Schema) throws {
@@ -393,6 +400,11 @@ final class PostgresListener: @unchecked Sendable {
                         if parts.count == 3, parts[1] == "disabled", let app = apps[parts[0]] {
                             let user = parts[2]
                             app.queue.async { _ = app.closeConnections(ofUser: user) }
+                        } else if parts.count == 3, parts[1] == "ended", let app = apps[parts[0]] {
+                            let rest = parts[2].split(separator: " ", maxSplits: 1).map(String.init)
+                            guard rest.count == 2 else { continue }
+                            let session = rest[0] == "*" ? nil : rest[0], user = rest[1]
+                            app.queue.async { _ = app.closeConnections(ofUser: user, session: session) }
                         } else {
                             versions.insert(note.payload)
                         }

@@ -72,6 +72,10 @@ protocol SyncStorage: AnyObject {
     /// Tells the other instances that a user was disabled, so that they close its connections.
     func announceDisabled(user: String) throws
 
+    /// Tells the other instances that a user's sessions ended (a logout: `session`; a password
+    /// reset: all, nil), so that they close the connections those sessions' tokens opened.
+    func announceSessionsEnded(user: String, session: String?) throws
+
     func close()
 }
 
@@ -148,6 +152,8 @@ final class LocalSyncStorage: SyncStorage {
     func saveSchema(_ app: SyncApp, _ schema: Schema) throws {}
 
     func announceDisabled(user: String) throws {}
+
+    func announceSessionsEnded(user: String, session: String?) throws {}
 
     func close() {}
 }
