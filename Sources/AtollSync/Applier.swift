@@ -395,6 +395,10 @@ struct Applier {
             guard try exists() else { return }
             // A pending re-create newer than this erase will bring the object back on the server.
             if ins.op == .erase, let c = pending.created[id], c > clock { return }
+            // An eviction says the server's view lacks the object as the server has it now; a
+            // pending create of it is integrated after, and the server says then what becomes of
+            // it (it stays, or comes back refused). Taken now, it would be gone with links to it.
+            if ins.op == .evict, pending.created[id] != nil { return }
             try delete(id)
         case .set:
             guard try exists(), !pending.overrides(id, ins.pathKey, clock), !pending.erases(id, before: clock) else { return }

@@ -489,6 +489,21 @@ final class SimulationRegressionTests: XCTestCase {
             .write(0, [.linkInsert(key: 2, target: 1, at: 1)]),
         ])
     }
+
+    func testAnEvictionDoesNotTakeAnObjectAPendingCreateBringsBack() throws {
+        // d2 bootstraps while others' writes wait; its catch-up evicts k1 (d1 created and erased
+        // it) while d2's own re-create of k1 and its link to it from k2 still wait to be
+        // integrated. Evicted then, k1 went with d2's link, which the server kept (seeds 873
+        // and 1265, bootstraps run off the server's queue).
+        try assertConverges(devices: 3, users: 2, deferredBootstraps: true, [
+            .write(2, [.create(key: 2, text: "d2-11", n: 11, tags: ["t2", "u2"])]),
+            .write(1, [.create(key: 1, text: "d1-23", n: 23, tags: ["t1", "u2"])]),
+            .write(1, [.delete(key: 1)]),
+            .write(2, [.create(key: 1, text: "d2-18", n: 18, tags: ["t2", "u0"])]),
+            .write(2, [.linkInsert(key: 2, target: 1, at: 3)]),
+            .write(0, [.create(key: 2, text: "d0-22", n: 22, tags: ["t0", "u1"])]),
+        ])
+    }
 }
 
 extension XCTestCase {
