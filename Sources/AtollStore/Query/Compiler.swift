@@ -21,11 +21,26 @@ struct Operand {
     var expr: String
     var type: String?
     var property: Property
+    /// For an element inside a mixed value's nested collections: the mixed value (its value and
+    /// type expressions) and the keys and indexes that lead from it, so that one more step makes
+    /// one call with one more argument. (A call on the previous step's calls would hold each of
+    /// them twice, value and type: a path of n steps would be 2^n long.)
+    var nested: (value: String, type: String, keys: [String])?
 
     init(_ expr: String, type: String? = nil, _ property: Property) {
         self.expr = expr
         self.type = type
         self.property = property
+    }
+
+    /// The element under `key` (a parameter or an index expression) of this mixed value's nested
+    /// collection; `type` is this operand's type expression.
+    func element(_ key: String, type: String) -> Operand {
+        let path = nested.map { ($0.value, $0.type, $0.keys + [key]) } ?? (expr, type, [key])
+        let args = ([path.0, path.1] + path.2).joined(separator: ", ")
+        var e = Operand("atoll_mixed_get(\(args))", type: "atoll_mixed_type(\(args))", property)
+        e.nested = path
+        return e
     }
 }
 
@@ -582,16 +597,15 @@ final class QueryCompiler {
                 return try quantified(quantifier, position: position, path: path,
                                       build(Operand("atoll_mixed_size(\(operand.expr), \(type))", Self.countProperty)))
             case .key(let key), .name(let key):
-                let k = parameter(.text(key))
-                let element = Operand("atoll_mixed_get(\(operand.expr), \(type), \(k))", type: "atoll_mixed_type(\(operand.expr), \(type), \(k))", p)
+                let element = operand.element(parameter(.text(key)), type: type)
                 return try valuePath(element, Array(rest.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
             case .index(let i):
-                let element = Operand("atoll_mixed_get(\(operand.expr), \(type), \(i))", type: "atoll_mixed_type(\(operand.expr), \(type), \(i))", p)
+                let element = operand.element("\(i)", type: type)
                 return try valuePath(element, Array(rest.dropFirst()), position: position, path: path, quantifier: quantifier, build: build)
             case .all:
                 // Every element of a nested list or dictionary, by index.
                 let n = "n\(nextAlias())"
-                let element = Operand("atoll_mixed_get(\(operand.expr), \(type), \(n).i)", type: "atoll_mixed_type(\(operand.expr), \(type), \(n).i)", p)
+                let element = operand.element("\(n).i", type: type)
                 let inner = try valuePath(element, Array(rest.dropFirst()), position: position, path: path, quantifier: nil, build: build)
                 let elements = "WITH RECURSIVE \(n)(i) AS (SELECT 0 WHERE atoll_mixed_size(\(operand.expr), \(type)) > 0 UNION ALL SELECT i + 1 FROM \(n) WHERE i + 1 < atoll_mixed_size(\(operand.expr), \(type))) SELECT 1 FROM \(n)"
                 switch quantifier ?? .any {

@@ -8,17 +8,18 @@ import Foundation
 ///
 /// And, for the nested lists and dictionaries of mixed values (stored as a BLOB with the type
 /// tag 'list' or 'dictionary', see Store+Mixed.swift):
-/// `atoll_mixed_get(value, type, key)` — the element at an index (negative: from the end; for a
-/// dictionary, its n-th entry in key order) or under a text key, in its stored SQL form;
-/// `atoll_mixed_type(value, type, key)` — that element's type tag;
+/// `atoll_mixed_get(value, type, key, ...)` — the element at an index (negative: from the end;
+/// for a dictionary, its n-th entry in key order) or under a text key, in its stored SQL form;
+/// with more keys, the element each names inside the one before (a nested path in one call);
+/// `atoll_mixed_type(value, type, key, ...)` — that element's type tag;
 /// `atoll_mixed_size(value, type)` — the number of elements (null for other values).
 /// Aggregates `atoll_decimal_sum(x)` and `atoll_decimal_avg(x)` of stored decimal128 values.
 func registerQueryFunctions(_ conn: Connection) throws {
     let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS
     // atoll_match gets the connection's deadline clock (the connection keeps it alive).
     let clock = Unmanaged.passUnretained(conn.clock).toOpaque()
-    for (name, arity, function) in [("atoll_match", Int32(4), atollMatch), ("atoll_mixed_get", 3, mixedGet),
-                                     ("atoll_mixed_type", 3, mixedType), ("atoll_mixed_size", 2, mixedSize)] {
+    for (name, arity, function) in [("atoll_match", Int32(4), atollMatch), ("atoll_mixed_get", -1, mixedGet),
+                                     ("atoll_mixed_type", -1, mixedType), ("atoll_mixed_size", 2, mixedSize)] {
         let rc = sqlite3_create_function_v2(conn.db, name, arity, flags, name == "atoll_match" ? clock : nil, function, nil, nil, nil)
         guard rc == SQLITE_OK else { throw conn.error(rc) }
     }
@@ -115,22 +116,30 @@ private func nestedCollection(_ argv: UnsafeMutablePointer<OpaquePointer?>) -> V
     return try? reader.value()
 }
 
-/// The element of a nested collection that `argv[2]` names.
-private func nestedElement(_ argv: UnsafeMutablePointer<OpaquePointer?>) -> Value? {
-    guard let collection = nestedCollection(argv), let key = argv[2] else { return nil }
-    if sqlite3_value_type(key) == SQLITE_INTEGER {
-        let i = Int(sqlite3_value_int64(key))
-        let values: [Value]
-        switch collection {
-        case .list(let items): values = items
-        case .object(let doc): values = doc.values
-        default: return nil
+/// The element of a nested collection that the keys `argv[2]`, `argv[3]`… name, each inside the
+/// one before.
+private func nestedElement(_ argc: Int32, _ argv: UnsafeMutablePointer<OpaquePointer?>) -> Value? {
+    guard argc >= 3, var current = nestedCollection(argv) else { return nil }
+    for n in 2..<Int(argc) {
+        guard let key = argv[n] else { return nil }
+        if sqlite3_value_type(key) == SQLITE_INTEGER {
+            let i = Int(sqlite3_value_int64(key))
+            let values: [Value]
+            switch current {
+            case .list(let items): values = items
+            case .object(let doc): values = doc.values
+            default: return nil
+            }
+            let index = i < 0 ? values.count + i : i
+            guard values.indices.contains(index) else { return nil }
+            current = values[index]
+        } else {
+            guard sqlite3_value_type(key) == SQLITE_TEXT, case .object(let doc) = current, let text = sqlite3_value_text(key),
+                  let next = doc[String(cString: text)] else { return nil }
+            current = next
         }
-        let index = i < 0 ? values.count + i : i
-        return values.indices.contains(index) ? values[index] : nil
     }
-    guard sqlite3_value_type(key) == SQLITE_TEXT, case .object(let doc) = collection, let text = sqlite3_value_text(key) else { return nil }
-    return doc[String(cString: text)]
+    return current
 }
 
 /// A value of a nested collection in the stored form of mixed values: (SQL value, type tag).
@@ -158,13 +167,13 @@ private func result(_ context: OpaquePointer?, _ v: SQLValue) {
     }
 }
 
-private let mixedGet: SQLFunction = { context, _, argv in
-    guard let argv, let element = nestedElement(argv) else { return sqlite3_result_null(context) }
+private let mixedGet: SQLFunction = { context, argc, argv in
+    guard let argv, let element = nestedElement(argc, argv) else { return sqlite3_result_null(context) }
     result(context, storedForm(element).0)
 }
 
-private let mixedType: SQLFunction = { context, _, argv in
-    guard let argv, let element = nestedElement(argv), let tag = storedForm(element).1 else { return sqlite3_result_null(context) }
+private let mixedType: SQLFunction = { context, argc, argv in
+    guard let argv, let element = nestedElement(argc, argv), let tag = storedForm(element).1 else { return sqlite3_result_null(context) }
     result(context, .text(tag))
 }
 
