@@ -206,6 +206,11 @@ package final class SyncApp: @unchecked Sendable {
     /// Bytes of all its connections' messages read and not yet handled (any thread).
     let pendingBytes = Atomic<Int>(0)
 
+    /// Whether a user has `limits.maxConnectionsPerUser` sync connections open (any thread).
+    func tooManyConnections(of user: String) -> Bool {
+        limits.maxConnectionsPerUser > 0 && queued.count(of: user) >= limits.maxConnectionsPerUser
+    }
+
     package func connectionOpened(_ connection: SyncConnection) {
         queue.async { [self] in connections[ObjectIdentifier(connection)] = connection }
     }
@@ -895,9 +900,9 @@ package final class SyncApp: @unchecked Sendable {
 
     /// Refuses (`badMessage`) a clock that is not a reading of the client file's own clock: a
     /// negative time or counter, a node that is not positive (a client's node is a random
-    /// positive number, docs/protocol.md), or a node other than the session's first changeset's.
-    /// A clock borrowed from another device would tie with that device's writes and name list
-    /// elements alike.
+    /// positive number, docs/protocol.md), a node other than the session's first changeset's, or
+    /// a node another user's device used first. A clock borrowed from another device would tie
+    /// with that device's writes and name list elements alike.
     private func checkClock(_ cs: SyncChangeset, _ s: Session) throws {
         let c = cs.clock
         guard c.milliseconds >= 0, c.counter >= 0, c.node > 0 else {
@@ -905,6 +910,14 @@ package final class SyncApp: @unchecked Sendable {
         }
         if let node = s.node, node != c.node {
             throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion): the clock's node \(c.node) is not this client's (\(node))")
+        }
+        if s.node == nil {
+            // A node is the user's whose device used it first: another user's clocks cannot
+            // borrow it (to tie with that device's writes), whatever the session or instance.
+            let owner = try storage.claimNode(c.node, user: s.user.id)
+            guard owner == s.user.id else {
+                throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion): the clock's node \(c.node) is another user's device's")
+            }
         }
         s.node = c.node
     }

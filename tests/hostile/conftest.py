@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -106,6 +107,9 @@ class Raw:
         self.clock_ms = int(time.time() * 1000)
         self.client_version = 0
         self.ident = 0
+        # The clock's node before the server hands out a file (a bind with a known file): a
+        # device's own random one, as a real client's.
+        self._node = random.randint(1 << 40, 1 << 62)
 
     def send(self, message: Any) -> None:
         self.conn.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
@@ -156,11 +160,16 @@ class Raw:
             {"name": "q", "class": cls, "query": query, "args": args or []}]})
         return self.until(lambda m: m["type"] in ("queryComplete", "queryError", "error"))
 
+    @property
+    def node(self) -> int:
+        """The node of this client's clocks: its file's ident once it has one."""
+        return self.ident or self._node
+
     def changeset(self, instructions: List[Dict[str, Any]]) -> Dict[str, Any]:
         self.client_version += 1
         self.clock_ms = max(self.clock_ms + 1, int(time.time() * 1000))
         return {"clientVersion": self.client_version, "lastServerVersion": 0,
-                "clock": [self.clock_ms, 0, self.ident or 1], "instructions": instructions}
+                "clock": [self.clock_ms, 0, self.node], "instructions": instructions}
 
     def upload(self, instructions: List[Dict[str, Any]], session: int = 1) -> None:
         self.send({"type": "upload", "session": session,

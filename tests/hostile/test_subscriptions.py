@@ -512,6 +512,39 @@ def test_a_changeset_clock_that_is_not_the_clients_own_is_refused(world: Dict[st
     tried()
 
 
+def test_a_node_another_users_device_used_is_refused(world: Dict[str, Any]) -> None:
+    """A clock node is the user's whose device used it first (every download shows the nodes
+    of others' writes): another user's session whose clocks carry it, to tie with that device's
+    writes, is refused (`badMessage`), and nothing of it is stored. The same user's new file (a
+    client reset keeps its node) may carry it."""
+    server: Server = world["server"]
+    owner = login_anonymous(server, APP)
+    with Raw(server, APP, owner["access_token"]) as first:
+        first.bind(schema=SCHEMA)
+        subscribe(first, "TRUEPREDICATE", [], "Board", 1)
+        upload(first, [create("Board", "node-owner", {"text": "mine"})])
+        node = first.node
+    with Raw(server, APP, owner["access_token"]) as again:
+        again.bind(schema=SCHEMA)
+        subscribe(again, "TRUEPREDICATE", [], "Board", 1)
+        again.ident = node
+        upload(again, [create("Board", "node-owner-again", {"text": "mine too"})])
+    with Raw(server, APP, login_anonymous(server, APP)["access_token"]) as thief:
+        thief.bind(schema=SCHEMA)
+        subscribe(thief, "TRUEPREDICATE", [], "Board", 1)
+        thief.ident = node
+        thief.upload([create("Board", "node-thief", {"text": "tied"})])
+        close, messages = thief.closed_with()
+    errors = [m for m in messages if m["type"] == "error"]
+    assert [e["code"] for e in errors] == ["badMessage"] and close is not None, messages
+    assert "another user's" in errors[0]["message"], errors
+    with Raw(server, APP, login_anonymous(server, APP)["access_token"]) as check:
+        check.bind(schema=SCHEMA)
+        boot = subscribe(check, "_id BEGINSWITH 'node-'", [], "Board", 1)
+        assert sorted(i["primaryKey"] for i in download_instructions(boot)) == ["node-owner", "node-owner-again"]
+    tried()
+
+
 @pytest.mark.parametrize("versions", [[2, 1], [1, 1], [3, 2]], ids=["backwards", "twice", "after-a-gap"])
 def test_changesets_out_of_order_are_refused_not_dropped(world: Dict[str, Any], versions: List[int]) -> None:
     """One upload's changesets go in increasing versions. One that came after a newer one in

@@ -52,6 +52,7 @@ final class PostgresSyncStorage: SyncStorage {
             key text NOT NULL, doc text, meta text NOT NULL, version bigint NOT NULL, PRIMARY KEY (app, class, pk))
         """,
         "CREATE INDEX IF NOT EXISTS atoll_sync_objects_version ON atoll_sync_objects (app, version)",
+        "CREATE TABLE IF NOT EXISTS atoll_sync_nodes (app text NOT NULL, node bigint NOT NULL, user_id text NOT NULL, PRIMARY KEY (app, node))",
     ]
 
     /// Connects and creates the tables (several instances may start at once: the DDL runs under
@@ -131,6 +132,22 @@ final class PostgresSyncStorage: SyncStorage {
                                            [appId, String(ident)]).first,
                   let salt = row[0].flatMap(Int64.init), let user = row[1], let cursor = row[2].flatMap(UInt64.init) else { return nil }
             return ClientFile(ident: ident, salt: salt, user: user, uploadCursor: cursor)
+        }
+    }
+
+    func claimNode(_ node: Int64, user: String) throws -> String {
+        try connected { db in
+            // Twice at most: a claim another instance was committing at once is read the second time.
+            for _ in 0..<2 {
+                if let owner = try db.value("""
+                    WITH claimed AS (INSERT INTO atoll_sync_nodes (app, node, user_id) VALUES ($1, $2, $3)
+                                     ON CONFLICT (app, node) DO NOTHING RETURNING user_id)
+                    SELECT user_id FROM claimed UNION ALL SELECT user_id FROM atoll_sync_nodes WHERE app = $1 AND node = $2 LIMIT 1
+                    """, [appId, String(node), user]) {
+                    return owner
+                }
+            }
+            throw AtollError(.file, "the clock node \(node) was not recorded")
         }
     }
 

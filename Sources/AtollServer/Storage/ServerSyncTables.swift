@@ -46,6 +46,8 @@ struct ServerSyncTables {
         CREATE TABLE IF NOT EXISTS _atoll_sync_files (ident INTEGER PRIMARY KEY, salt INTEGER NOT NULL,
             user TEXT NOT NULL, upload_cursor INTEGER NOT NULL DEFAULT 0, created INTEGER NOT NULL) STRICT
         """,
+        // The user whose device first used each clock node: a node is one user's (docs/server.md).
+        "CREATE TABLE IF NOT EXISTS _atoll_sync_nodes (node INTEGER PRIMARY KEY, user TEXT NOT NULL) STRICT",
         """
         CREATE TABLE IF NOT EXISTS _atoll_sync_objects (class TEXT NOT NULL, pk TEXT NOT NULL, created TEXT NOT NULL,
             erased TEXT, newest TEXT NOT NULL, PRIMARY KEY (class, pk)) STRICT, WITHOUT ROWID

@@ -54,6 +54,9 @@ protocol SyncStorage: AnyObject {
     /// Hands out a new client file to `user`; returns its ident.
     func createFile(user: String, salt: Int64) throws -> Int64
 
+    /// Gives a clock node to `user` if no one has it yet; returns the user whose it is.
+    func claimNode(_ node: Int64, user: String) throws -> String
+
     /// Runs one write of the sync engine: an upload's integration, an admin edit, a schema change.
     /// Writes run one at a time across everything that shares the storage; before `body` runs,
     /// the app's store has every version another instance committed (and the app has fanned them
@@ -125,6 +128,19 @@ final class LocalSyncStorage: SyncStorage {
                     throw AtollError(.file, "no client file identity")
                 }
                 return ident
+            }
+        }
+    }
+
+    func claimNode(_ node: Int64, user: String) throws -> String {
+        guard let store = app?.store else { throw AtollError(.file, "the app is closed") }
+        return try store.write {
+            try store.withMetadata { sql -> String in
+                try sql.execute("INSERT OR IGNORE INTO _atoll_sync_nodes (node, user) VALUES (?, ?)", [.int(node), .string(user)])
+                guard case .string(let owner)? = try sql.rows("SELECT user FROM _atoll_sync_nodes WHERE node = ?", [.int(node)]).first?.first else {
+                    throw AtollError(.file, "the clock node \(node) was not recorded")
+                }
+                return owner
             }
         }
     }
