@@ -173,6 +173,11 @@ public struct ServerConfiguration: Sendable {
     /// take every slot; 0: no limit. Behind a reverse proxy every client has the proxy's address:
     /// raise it there (or give 0) and limit per client in the proxy.
     public var maxConnectionsPerAddress = 256
+    /// Open sync connections of one user of an app (on this instance); more are answered 429
+    /// with `Retry-After`, so that one token cannot hold thousands of sockets (from many
+    /// addresses, or behind a proxy); 0: no limit. A device holds one connection per user and
+    /// app, whatever the number of its realms.
+    public var maxConnectionsPerUser = 100
     /// Failed logins a minute, per email/password account, per address, and new users (anonymous
     /// logins, registrations) a minute per address, before the app API answers 429 with
     /// `Retry-After`; 0: no limit. Guessing a password costs an attacker a minute per ten tries,
@@ -249,6 +254,12 @@ public struct ServerConfiguration: Sendable {
                 throw AtollError(.invalidArgument, "maxConnectionsPerAddress must be an integer from 0 (no limit) to 10000000")
             }
             maxConnectionsPerAddress = Int(n)
+        }
+        if let v = d["maxConnectionsPerUser"] {
+            guard case .int(let n) = v, n >= 0, n <= 10_000_000 else {
+                throw AtollError(.invalidArgument, "maxConnectionsPerUser must be an integer from 0 (no limit) to 10000000")
+            }
+            maxConnectionsPerUser = Int(n)
         }
         for (key, path) in [("maxFailedLoginsPerAccountPerMinute", \AttemptLimits.failedLoginsPerAccount),
                             ("maxFailedLoginsPerAddressPerMinute", \AttemptLimits.failedLoginsPerAddress),

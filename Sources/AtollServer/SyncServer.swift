@@ -235,6 +235,8 @@ struct SyncLimits: Sendable {
     var maxQueuedBytesPerUser: Int = 256 << 20
     /// Bytes of all the app's connections' messages waiting to be handled (`maxPendingBytesPerApp`).
     var maxPendingBytesPerApp: Int = 256 << 20
+    /// Open sync connections of one user (`maxConnectionsPerUser`); 0: no limit.
+    var maxConnectionsPerUser: Int = 0
 
     /// Seconds as milliseconds, at most `Int64.max` (0 or less: no limit, 0).
     static func milliseconds(_ seconds: Int) -> Int64 {
@@ -261,6 +263,9 @@ final class UserQueues: Sendable {
             if all[c.user.id]?.isEmpty == true { all[c.user.id] = nil }
         }
     }
+
+    /// How many connections a user has open.
+    func count(of user: String) -> Int { transports.withLock { $0[user]?.count ?? 0 } }
 
     /// The bytes a user's connections have queued, all together.
     func bytes(of user: String) -> Int {
@@ -308,7 +313,8 @@ public final class SyncServer: @unchecked Sendable {
                                 maxPendingBytes: max(64 << 20, 4 * configuration.maxMessageBytes),
                                 maxClockAheadMilliseconds: SyncLimits.milliseconds(configuration.maxClockAheadSeconds),
                                 maxQueuedBytesPerUser: configuration.maxQueuedBytesPerUser,
-                                maxPendingBytesPerApp: configuration.maxPendingBytesPerApp)
+                                maxPendingBytesPerApp: configuration.maxPendingBytesPerApp,
+                                maxConnectionsPerUser: configuration.maxConnectionsPerUser)
         self.http = try HTTPServer(configuration: http)
         var apps = [String: SyncApp]()
         var auth = [String: AuthService]()
@@ -390,7 +396,15 @@ public final class SyncServer: @unchecked Sendable {
         }
         http.webSocket("/api/client/v2.0/app/:app/realm-sync", subprotocols: [syncSubprotocol],
                        authorize: { [self] request in
-                           do { _ = try authenticate(request) } catch let e as HTTPError {
+                           do {
+                               let (app, user, _) = try authenticate(request)
+                               if app.tooManyConnections(of: user.id) {
+                                   var response = HTTPResponse.error(.tooManyRequests, "this user has \(app.limits.maxConnectionsPerUser) sync "
+                                                                     + "connections open already (maxConnectionsPerUser)")
+                                   response.headers["Retry-After"] = "10"
+                                   return response
+                               }
+                           } catch let e as HTTPError {
                                return HTTPResponse.error(e.status, e.message)
                            } catch {
                                return HTTPResponse.error(.unauthorized, "\(error)")
@@ -400,6 +414,11 @@ public final class SyncServer: @unchecked Sendable {
                        onOpen: { [self] socket in
                            guard let request = socket.request, let (app, user, grant) = try? authenticate(request) else {
                                socket.close(code: 1008, reason: "not authorized")
+                               return
+                           }
+                           // Upgrades answered at once may pass the check above together.
+                           if app.tooManyConnections(of: user.id) {
+                               socket.close(code: 1008, reason: "too many connections of this user")
                                return
                            }
                            SyncConnection(transport: socket, user: user, app: app, session: grant.session,

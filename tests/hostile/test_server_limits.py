@@ -254,6 +254,51 @@ def test_silent_sockets_from_one_address_neither_stay_nor_crowd_out_others(tmp_p
         assert server.stop() == 0
 
 
+# MARK: - Sockets of one user
+
+def test_one_user_cannot_hold_more_than_its_share_of_sync_connections(tmp_path: Path) -> None:
+    """One access token opened 3,000 WebSockets that never bound a session (from one address
+    they are bounded per address; from many, or behind a proxy, they were not). A user's open
+    sync connections are bounded (`maxConnectionsPerUser`): past it the upgrade is answered 429
+    with Retry-After, other users connect all the same, and a connection closed frees its slot."""
+    limit = 5
+    server = start_server(tmp_path, {"maxConnectionsPerUser": limit, "maxSignupsPerAddressPerMinute": 0,
+                                     "apps": [{"id": "main", "developmentMode": True}]})
+    held: List[Raw] = []
+    try:
+        hog = login_anonymous(server, "main")["access_token"]
+        held += [Raw(server, "main", hog) for _ in range(limit)]
+        for conn in held:
+            conn.send({"type": "ping", "timestamp": 1})
+            assert conn.recv() == {"type": "pong", "timestamp": 1}
+        for _ in range(3):
+            with pytest.raises(InvalidStatus) as refused:
+                Raw(server, "main", hog)
+            assert refused.value.response.status_code == 429
+            assert refused.value.response.headers.get("Retry-After") == "10"
+        with Raw(server, "main", login_anonymous(server, "main")["access_token"]) as other:
+            other.send({"type": "ping", "timestamp": 2})
+            assert other.recv() == {"type": "pong", "timestamp": 2}
+        # The held ones still work; one closed frees a slot (the server hears of it at once or
+        # nearly: it is counted where the socket's end is handled).
+        held[0].send({"type": "ping", "timestamp": 3})
+        assert held[0].recv() == {"type": "pong", "timestamp": 3}
+        held.pop().close()
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                held.append(Raw(server, "main", hog))
+                break
+            except InvalidStatus as e:
+                assert e.response.status_code == 429 and time.monotonic() < deadline, e
+                time.sleep(0.05)
+        server.assert_alive()
+    finally:
+        for conn in held:
+            conn.close()
+        assert server.stop() == 0
+
+
 # MARK: - Open WebSockets follow their tokens
 
 SHORT = 2  # seconds: the access tokens of the "short" app
