@@ -3,7 +3,8 @@
 // changesets and instructions decoded and re-encoded (a decoded changeset must decode again from
 // its own wire form), and then it is handled by an in-process `SyncApp` (the server's engine,
 // with its store in a scratch directory) through an in-memory connection, as a WebSocket would
-// deliver it: bind, query, upload (integration into the store), mark, unbind.
+// deliver it: bind, query, upload (integration into the store), mark, unbind. The bootstraps
+// the app starts (off its queue) run after the message that started them.
 //
 // Contract checked: nothing traps (a client's clock also observes each changeset's clocks and
 // reads on, as after a download); every `error` the server sends has a known code and a
@@ -22,6 +23,13 @@ final class MemoryPeer: SyncTransport, @unchecked Sendable {
     func send(_ text: String) throws { sent.append(text) }
     func close(code: UInt16, reason: String) { closed = true }
     var remoteAddress: String { "fuzz" }
+}
+
+/// The bootstraps the app started (they run off its queue), run on this thread after each
+/// message, so that the replies are all in before they are checked.
+final class Bootstraps: @unchecked Sendable {
+    var waiting: [@Sendable () -> Void] = []
+    func runAll() { while !waiting.isEmpty { waiting.removeFirst()() } }
 }
 
 /// The app: development mode (a bind's schema may add classes), open rules, a schema with every
@@ -96,17 +104,21 @@ func fuzzSync(_ bytes: UnsafeRawBufferPointer) {
     do { app = try SyncApp(configuration: configuration, directory: directory, log: log, metrics: Metrics()) } catch {
         fuzzFailure("the app does not open: \(error)")
     }
+    let bootstraps = Bootstraps()
+    app.bootstrapRunner = { _, work in bootstraps.waiting.append(work) }
     let peer = MemoryPeer()
     let connection = SyncConnection(transport: peer, user: RuleUser(id: "fuzz-user"), app: app)
     for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
         if let message = try? Wire.decode(String(line)) { decodeParts(message) }
         let start = peer.sent.count
         app.queue.sync { connection.receive(String(line)) }
+        bootstraps.runAll()
         checkReplies(peer, from: start, after: line)
         if verbose { print(">> \(line)\n" + peer.sent[start...].map { "<< " + $0 }.joined(separator: "\n")) }
         if peer.closed { break }
     }
     app.connectionClosed(connection)
+    bootstraps.runAll()
     app.close()
 }
 
