@@ -75,6 +75,11 @@ public enum SessionEvent: Sendable, Equatable {
 /// The sync of one realm file: uploads its local changes, applies what the server sends, keeps
 /// its subscriptions. Works on its own store handle of the file (writes from the app's handles
 /// are read back from the change log) and on its user's connection queue.
+///
+/// This file holds its state, its opening and the dispatch of what the server sends; the rest is
+/// one file per concern: `SyncSession+Upload` (local commits to pending changesets to uploads),
+/// `+Download` (downloads and bootstraps applied), `+Subscriptions`, `+Waiting` (for uploads,
+/// downloads and subscription sets) and `+ClientReset` (with the `Replayer` of recovery).
 public final class SyncSession: @unchecked Sendable {
     public enum State: String, Sendable { case active, paused, inactive }
     public enum ConnectionState: String, Sendable { case disconnected, connecting, connected }
@@ -87,31 +92,40 @@ public final class SyncSession: @unchecked Sendable {
     /// What carries the session's messages and runs its work in turn: the user's connection.
     let connection: any SessionConnection
     let clock: HybridClock
-    private let lock = NSCondition()
+    let lock = NSCondition()
 
     // Guarded by `lock`.
-    private var _state = State.active
-    private var _connectionState = ConnectionState.disconnected
-    private var observers: [Int: @Sendable (SessionEvent) -> Void] = [:]
-    private var nextObserver = 0
-    private var marksAnswered = 0
-    private var lastError: SyncError?
-    private var errorCount = 0
-    private var uploadedThrough: UInt64 = 0
-    private var completedQueryVersion: Int64 = -1
-    private var queryErrors: [Int64: String] = [:]
-    private var handles = 0
-    private var interruptions = 0
+    var _state = State.active
+    var _connectionState = ConnectionState.disconnected
+    var observers: [Int: @Sendable (SessionEvent) -> Void] = [:]
+    var nextObserver = 0
+    var marksAnswered = 0
+    var lastError: SyncError?
+    var errorCount = 0
+    var uploadedThrough: UInt64 = 0
+    var completedQueryVersion: Int64 = -1
+    var queryErrors: [Int64: String] = [:]
+    var handles = 0
+    var interruptions = 0
 
     // Queue state.
     var number: Int64 = 0
     var bound = false
-    private var lastSent: UInt64 = 0
-    private var marksSent = 0
-    private var bootstrapBuffer: [(SyncInstruction, Clock)] = []
-    private var localToken: NotificationToken?
-    private var recovering: [SyncChangeset]?
-    private var uploadTotal = 0
+    var lastSent: UInt64 = 0
+    var marksSent = 0
+    var bootstrapBuffer: [(SyncInstruction, Clock)] = []
+    var localToken: NotificationToken?
+    var recovering: [SyncChangeset]?
+    var uploadTotal = 0
+    /// The pending changesets as parsed, by local version, with the text they were parsed from:
+    /// every download needs all of them (`PendingIndex`), and parsing each again for every
+    /// download made a client with many unacknowledged commits slower and slower (quadratic).
+    /// A cached changeset is used only while its stored text is the same.
+    var parsedPending: [UInt64: (text: String, changeset: SyncChangeset)] = [:]
+    /// The index of the pending changesets of the last download, while they stay the same.
+    var pendingIndexCache: (versions: [UInt64], index: PendingIndex)?
+    /// The subscription version last sent on this binding (on the queue).
+    var querySent: Int64?
 
     // MARK: - Open
 
@@ -191,7 +205,7 @@ public final class SyncSession: @unchecked Sendable {
         stop()
     }
 
-    private func start() {
+    func start() {
         if configuration.watchesLocalCommits {
             localToken = try? store.observeCommits { [weak self] _ in
                 guard let self else { return }
@@ -237,12 +251,12 @@ public final class SyncSession: @unchecked Sendable {
 
     public func removeObserver(_ token: Int) { _ = lock.withLock { observers.removeValue(forKey: token) } }
 
-    private func emit(_ event: SessionEvent) {
+    func emit(_ event: SessionEvent) {
         let targets = lock.withLock { Array(observers.values) }
         for t in targets { t(event) }
     }
 
-    private func setState(_ s: State) {
+    func setState(_ s: State) {
         let changed = lock.withLock { () -> Bool in
             guard _state != s else { return false }
             _state = s
@@ -413,7 +427,7 @@ public final class SyncSession: @unchecked Sendable {
         }
     }
 
-    private func serverError(_ e: SyncErrorMessage) throws {
+    func serverError(_ e: SyncErrorMessage) throws {
         let error = SyncError(e.code, e.message, compensatingWrites: e.compensatingWrites)
         if e.code.action == "clientReset" {
             try clientReset(error)
@@ -423,605 +437,6 @@ public final class SyncSession: @unchecked Sendable {
         if e.code.isFatal {
             setState(.inactive)
             connection.detach(self)
-        }
-    }
-
-    // MARK: - Local changes and upload
-
-    /// Translates new local change-log entries into pending changesets (their own transaction,
-    /// or the caller's), then uploads what is new.
-    func processLocal() {
-        guard !store.isClosed else { return }
-        do {
-            // The session's handle reads a snapshot: see the app's commits.
-            _ = try store.refresh()
-            let processed = try store.withMetadata { sql in UInt64(try ClientTables.int(sql, "processedLocal")) }
-            if try store.version() > processed {
-                try store.write { try store.withMetadata { sql in try translateLocal(sql) } }
-            }
-            try upload()
-        } catch {
-            report(SyncError(.internalServerError, "local changes could not be prepared for upload: \(error)"))
-        }
-    }
-
-    /// Inside a write: every entry after the last translated one, except the client's own.
-    private func translateLocal(_ sql: MetadataSQL) throws {
-        let processed = UInt64(try ClientTables.int(sql, "processedLocal"))
-        var applied = Set<UInt64>()
-        for row in try sql.rows("SELECT version FROM _atoll_sync_applied WHERE version > ?", [.int(Int64(processed))]) {
-            if case .int(let v) = row[0] { applied.insert(UInt64(v)) }
-        }
-        // The session's own commits (downloads) are not read: a bootstrap's entry is large.
-        let entries = try store.changes(after: processed, skipping: applied)
-        guard let newest = entries.last?.version else { return }
-        if let first = entries.first?.version, first > processed + 1, processed > 0 {
-            report(SyncError(.internalServerError, "local changes \(processed + 1)...\(first - 1) were pruned before they could be uploaded"))
-        }
-        let translator = Translator(store: store, sql: sql, clock: clock)
-        for entry in entries where !applied.contains(entry.version) {
-            guard let cs = try translator.translate(entry) else { continue }
-            // Stored ready to send: one changeset text, or its parts (one per line) when it is
-            // larger than a message should be.
-            let text = Self.parts(of: cs).joined(separator: "\n")
-            try sql.execute("INSERT OR REPLACE INTO _atoll_sync_pending VALUES (?, ?, ?)",
-                            [.int(Int64(entry.version)), .string(text), .int(Int64(text.utf8.count))])
-        }
-        try ClientTables.set(sql, "processedLocal", .int(Int64(newest)))
-        try ClientTables.set(sql, "clock", .string(clock.last.description))
-        try sql.execute("DELETE FROM _atoll_sync_applied WHERE version <= ?", [.int(Int64(newest))])
-        try store.holdChangeLog(from: newest)
-    }
-
-    func pendingChangesets(after version: UInt64 = 0, maxBytes: Int = .max) throws -> [SyncChangeset] {
-        try readPending(after: version, maxBytes: maxBytes).changesets
-    }
-
-    /// The pending changesets as parsed, by local version, with the text they were parsed from:
-    /// every download needs all of them (`PendingIndex`), and parsing each again for every
-    /// download made a client with many unacknowledged commits slower and slower (quadratic).
-    /// A cached changeset is used only while its stored text is the same.
-    private var parsedPending: [UInt64: (text: String, changeset: SyncChangeset)] = [:]
-    /// The index of the pending changesets of the last download, while they stay the same.
-    private var pendingIndexCache: (versions: [UInt64], index: PendingIndex)?
-
-    /// The pending changesets after `version` (up to about `maxBytes`), their versions, and
-    /// whether every one was parsed before.
-    private func readPending(after version: UInt64, maxBytes: Int) throws -> (changesets: [SyncChangeset], versions: [UInt64], cached: Bool) {
-        try store.withMetadata { sql in
-            var out = [SyncChangeset]()
-            var versions = [UInt64]()
-            var cached = true
-            var bytes = 0
-            for row in try sql.rows("SELECT version, changeset, bytes FROM _atoll_sync_pending WHERE version > ? ORDER BY version", [.int(Int64(version))]) {
-                guard case .int(let v) = row[0], case .string(let text) = row[1] else { continue }
-                if !out.isEmpty, bytes + (row[2].intValue.map(Int.init) ?? 0) > maxBytes { break }
-                bytes += row[2].intValue.map(Int.init) ?? 0
-                versions.append(UInt64(v))
-                if let known = parsedPending[UInt64(v)], known.text == text {
-                    out.append(known.changeset)
-                    continue
-                }
-                cached = false
-                var whole: SyncChangeset?
-                for part in Self.lines(text) {
-                    let cs = try SyncChangeset(wire: try EJSON.parse(part))
-                    if whole == nil { whole = cs } else { whole?.instructions += cs.instructions }
-                }
-                if let whole {
-                    out.append(whole)
-                    parsedPending[UInt64(v)] = (text, whole)
-                }
-            }
-            if version == 0, maxBytes == .max {
-                // Everything pending was read: forget what was acknowledged or reset since.
-                let live = Set(versions)
-                parsedPending = parsedPending.filter { live.contains($0.key) }
-            }
-            return (out, versions, cached)
-        }
-    }
-
-    /// The index of everything pending (built again only when the pending changesets changed).
-    private func pendingIndex() throws -> PendingIndex {
-        let pending = try readPending(after: 0, maxBytes: .max)
-        if pending.cached, let known = pendingIndexCache, known.versions == pending.versions { return known.index }
-        let index = PendingIndex(pending.changesets)
-        pendingIndexCache = (pending.versions, index)
-        return index
-    }
-
-    /// Sends the pending changesets the server has not been sent on this connection.
-    private func upload() throws {
-        guard bound, state == .active else { return }
-        while true {
-            // The pending texts as stored (translated once), a message of up to about 1 MB; a
-            // changeset larger than a message travels in parts.
-            let batch = try store.withMetadata { sql -> [(version: UInt64, text: String)] in
-                var out = [(version: UInt64, text: String)]()
-                var bytes = 0
-                for row in try sql.rows("SELECT version, changeset, bytes FROM _atoll_sync_pending WHERE version > ? ORDER BY version LIMIT 1000",
-                                        [.int(Int64(lastSent))]) {
-                    guard case .int(let v) = row[0], case .string(let text) = row[1] else { continue }
-                    let size = Int(row[2].intValue ?? 0)
-                    if !out.isEmpty, bytes + size > 1 << 20 { break }
-                    bytes += size
-                    out.append((UInt64(v), text))
-                }
-                return out
-            }
-            guard !batch.isEmpty else { return }
-            // Small changesets share a message; the parts of a large one go one per message.
-            var group = [String]()
-            func send() {
-                guard !group.isEmpty else { return }
-                connection.send(text: "{\"type\":\"upload\",\"session\":\(number),\"changesets\":[" + group.joined(separator: ",") + "]}")
-                group = []
-            }
-            for row in batch {
-                let parts = Self.lines(row.text)
-                if parts.count == 1 { group.append(row.text); continue }
-                send()
-                for part in parts {
-                    group = [part]
-                    send()
-                }
-            }
-            send()
-            lastSent = batch.last?.version ?? lastSent
-            let total = try store.withMetadata { sql in try sql.rows("SELECT coalesce(sum(bytes), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
-            uploadTotal = max(uploadTotal, Int(total))
-        }
-    }
-
-    /// The lines of a stored pending text (its parts), split on the bytes: a long text is not
-    /// walked character by character.
-    static func lines(_ text: String) -> [String] {
-        text.utf8.split(separator: UInt8(ascii: "\n")).map { String(Substring($0)) }
-    }
-
-    /// The largest part of one changeset in one upload message.
-    static let partBytes = 4 << 20
-
-    /// A changeset's wire text, or (when larger than `partBytes`) the texts of its parts: the
-    /// same `clientVersion` and clock, `"more": true` on all but the last. Each part is encoded
-    /// once; a part that comes out too large is halved.
-    static func parts(of cs: SyncChangeset) -> [String] {
-        @Sendable func encode(_ slice: ArraySlice<SyncInstruction>, more: Bool) -> String {
-            var piece = cs
-            piece.instructions = Array(slice)
-            var value = piece.wireValue
-            if more, case .object(var d) = value {
-                d["more"] = .bool(true)
-                value = .object(d)
-            }
-            return Wire.encode(value)
-        }
-        let whole = cs.instructions[...]
-        // About 100 bytes an instruction: a first guess of the part size, corrected below.
-        let perPart = max(1, partBytes / 100)
-        if whole.count <= perPart {
-            let text = encode(whole, more: false)
-            if text.utf8.count <= partBytes || whole.count == 1 { return [text] }
-        }
-        var out = [String]()
-        var pending = [whole]
-        var chunks = [ArraySlice<SyncInstruction>]()
-        while let next = pending.popLast() {
-            if next.count > perPart {
-                let mid = next.startIndex + next.count / 2
-                pending.append(next[mid...])
-                pending.append(next[..<mid])
-            } else {
-                chunks.append(next)
-            }
-        }
-        // The parts are encoded on all cores; one that comes out too large is halved here.
-        var texts = concurrentMap(chunks.count) { [chunks] i in encode(chunks[i], more: i < chunks.count - 1) }
-        var i = 0
-        while i < chunks.count {
-            let chunk = chunks[i]
-            if texts[i].utf8.count > partBytes, chunk.count > 1 {
-                let mid = chunk.startIndex + chunk.count / 2
-                chunks.replaceSubrange(i...i, with: [chunk[..<mid], chunk[mid...]])
-                texts.replaceSubrange(i...i, with: [encode(chunks[i], more: true), encode(chunks[i + 1], more: i + 1 < chunks.count - 1)])
-                continue
-            }
-            out.append(texts[i])
-            i += 1
-        }
-        return out
-    }
-
-    private func acknowledge(_ version: UInt64) throws {
-        try store.write {
-            try store.withMetadata { sql in
-                try sql.execute("DELETE FROM _atoll_sync_pending WHERE version <= ?", [.int(Int64(version))])
-                try ClientTables.set(sql, "uploadCursor", .int(Int64(version)))
-            }
-        }
-        lastSent = max(lastSent, version)
-        lock.withLock {
-            uploadedThrough = max(uploadedThrough, version)
-            lock.broadcast()
-        }
-        let left = try store.withMetadata { sql in try sql.rows("SELECT coalesce(sum(bytes), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
-        let total = max(uploadTotal, Int(left))
-        emit(.progress(direction: "upload", transferred: total - Int(left), transferable: total,
-                       estimate: total == 0 ? 1 : Double(total - Int(left)) / Double(total)))
-        if left == 0 { uploadTotal = 0 }
-        try upload()
-    }
-
-    // MARK: - Download
-
-    private func download(_ m: Fields) throws {
-        let serverVersion = try m.uint("serverVersion")
-        var instructions = [(SyncInstruction, Clock)]()
-        let decoded = m.decodedChangesets
-        for (n, item) in try m.list("changesets").enumerated() {
-            let cs = try decoded?[n] ?? SyncChangeset(wire: item)
-            instructions.reserveCapacity(instructions.count + cs.instructions.count)
-            for ins in cs.instructions { instructions.append((ins, cs.clock)) }
-        }
-        if case .object(let b)? = m["bootstrap"] {
-            // A bootstrap's objects carry their own clocks.
-            if bootstrapBuffer.isEmpty { bootstrapBuffer = instructions } else { bootstrapBuffer += instructions }
-            let sent = Int(b["sent"]?.intValue ?? 0), total = Int(b["total"]?.intValue ?? 0)
-            emit(.progress(direction: "download", transferred: sent, transferable: total,
-                           estimate: total == 0 ? 1 : Double(sent) / Double(total)))
-            guard b["last"] == .bool(true) else { return }
-            let batch = bootstrapBuffer
-            bootstrapBuffer = []
-            try apply(batch, serverVersion: serverVersion, bootstrap: true)
-            if let recovering {
-                self.recovering = nil
-                try recover(recovering)
-            }
-            return
-        }
-        if case .object(let p)? = m["progress"] {
-            let done = Int(p["downloaded"]?.intValue ?? 0), total = Int(p["downloadable"]?.intValue ?? 0)
-            emit(.progress(direction: "download", transferred: done, transferable: total, estimate: total == 0 ? 1 : Double(done) / Double(total)))
-        }
-        try apply(instructions, serverVersion: serverVersion, bootstrap: false)
-    }
-
-    /// Applies downloaded instructions in one transaction, after translating local changes
-    /// (so that the pending set and list identities are current).
-    private func apply(_ instructions: [(SyncInstruction, Clock)], serverVersion: UInt64, bootstrap: Bool) throws {
-        try store.write {
-            try store.withMetadata { sql in
-                try translateLocal(sql)
-                let pending = try pendingIndex()
-                let applier = Applier(store: store, sql: sql, pending: pending)
-                for (ins, c) in instructions {
-                    if c != .zero { clock.observe(c) }
-                    if let carried = ins.newestCarriedClock { clock.observe(carried) }
-                }
-                // What a bootstrap may evict: the objects the device held before it.
-                let held = bootstrap ? try heldObjects(sql) : [:]
-                try applier.applyDownload(instructions)
-                if bootstrap { try evictOutside(held, instructions, pending, sql) }
-                if try ClientTables.int(sql, "downloadCursor") < Int64(serverVersion) {
-                    try ClientTables.set(sql, "downloadCursor", .int(Int64(serverVersion)))
-                }
-                try ClientTables.set(sql, "clock", .string(clock.last.description))
-                if store.writeHasChanges, let v = store.writeVersion {
-                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_applied VALUES (?)", [.int(Int64(v))])
-                }
-            }
-        }
-    }
-
-    /// The primary keys of the objects of the synced classes the device holds, by class.
-    private func heldObjects(_ sql: MetadataSQL) throws -> [String: [Value]] {
-        var out = [String: [Value]]()
-        for cls in try syncedClasses(sql) where store.schema.classes.first(where: { $0.name == cls })?.primaryKey != nil {
-            let keys = try store.primaryKeys(cls)
-            if !keys.isEmpty { out[cls] = keys }
-        }
-        return out
-    }
-
-    /// After a bootstrap: objects the device held before it (`held`) that the new view does not
-    /// hold leave the device (not the server), unless a pending change names them.
-    private func evictOutside(_ held: [String: [Value]], _ instructions: [(SyncInstruction, Clock)],
-                              _ pending: PendingIndex, _ sql: MetadataSQL) throws {
-        guard !held.isEmpty else { return }
-        var keep = Set<ObjectID>()
-        for (ins, _) in instructions where ins.op == .upsert && held[ins.className] != nil { keep.insert(ins.objectID) }
-        for (cls, keys) in held {
-            for pk in keys {
-                let id = ObjectID(cls, pk)
-                if keep.contains(id) || pending.touched.contains(id) { continue }
-                try ClientTables.hideLinks(sql, store.schema, to: id)
-                do { try store.delete(cls, primaryKey: pk) } catch let error as AtollError where error.code == .notFound { continue }
-                try ClientTables.dropLists(sql, cls, keyText(pk))
-            }
-        }
-    }
-
-    /// The classes whose objects come from the server: every class any subscription version
-    /// names (flexible), or the classes with the partition key (partition).
-    private func syncedClasses(_ sql: MetadataSQL) throws -> Set<String> {
-        var out = Set<String>()
-        if case .partition = configuration.mode {
-            for cls in store.schema.classes where !cls.isEmbedded && cls.primaryKey != nil { out.insert(cls.name) }
-            return out
-        }
-        for row in try sql.rows("SELECT queries FROM _atoll_sync_subscriptions") {
-            guard case .string(let text) = row[0], case .list(let items) = try EJSON.parse(text) else { continue }
-            for item in items { if let q = try? QuerySubscription(wire: item) { out.insert(q.className) } }
-        }
-        return out
-    }
-
-    // MARK: - Waiting
-
-    /// Waits until every local change made before the call is on the server.
-    /// - Throws: `SyncError(.timeout)`, or the session's fatal error.
-    public func waitForUpload(timeout: Double) throws {
-        connection.sync { processLocal() }
-        let target = try store.withMetadata { sql in try sql.rows("SELECT coalesce(max(version), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
-        try wait(timeout: timeout, what: "upload") { UInt64(max(0, target)) <= self.uploadedThrough }
-    }
-
-    /// Waits until everything the server had when the call was made is applied here.
-    public func waitForDownload(timeout: Double, cancelled: () -> Bool = { false }) throws {
-        let request = connection.sync { () -> Int in
-            marksSent += 1
-            if bound { connection.send(.doc(["type": .string("mark"), "session": .int(number), "request": .int(Int64(marksSent))])) }
-            return marksSent
-        }
-        try wait(timeout: timeout, what: "download", cancelled: cancelled) { self.marksAnswered >= request }
-    }
-
-    /// Waits for a subscription version to be complete.
-    /// - Throws: `SyncError(.invalidFlexibleSyncSubscriptions)` with the server's reason when it
-    ///   was refused, `.timeout`.
-    public func waitForSubscriptions(version: Int64, timeout: Double, cancelled: () -> Bool = { false }) throws {
-        try wait(timeout: timeout, what: "subscriptions", cancelled: cancelled) {
-            if let message = self.queryErrors[version] { throw SyncError(.invalidFlexibleSyncSubscriptions, message) }
-            return self.completedQueryVersion >= version
-        }
-    }
-
-    /// Waits for a condition (checked under the lock); fails on timeout, on a fatal error of the
-    /// session, or when it stops.
-    func wait(timeout: Double, what: String, _ done: () throws -> Bool) throws {
-        try wait(timeout: timeout, what: what, cancelled: { false }, done)
-    }
-
-    /// `wait`, also ending (with a timeout error) as soon as `cancelled` says so.
-    func wait(timeout: Double, what: String, cancelled: () -> Bool, _ done: () throws -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        lock.lock()
-        defer { lock.unlock() }
-        let errorsAtStart = errorCount
-        let interruptionsAtStart = interruptions
-        while try !done() {
-            if interruptions != interruptionsAtStart || cancelled() { throw SyncError(.timeout, "waiting for \(what) was cancelled") }
-            if _state == .inactive {
-                throw lastError ?? SyncError(.connectionFailed, "the session stopped")
-            }
-            if errorCount > errorsAtStart, let e = lastError, e.isFatal { throw e }
-            if Date() >= deadline {
-                if let e = lastError, errorCount > errorsAtStart, e.code == .timeout || e.code == .connectionFailed {
-                    throw SyncError(.timeout, "waiting for \(what) timed out after \(timeout) s (\(e.message))")
-                }
-                throw SyncError(.timeout, "waiting for \(what) timed out after \(timeout) s")
-            }
-            _ = lock.wait(until: min(deadline, Date().addingTimeInterval(0.5)))
-        }
-    }
-
-    /// Makes the waits under way throw (a cancelled AsyncOpen).
-    func interruptWaits() {
-        lock.withLock {
-            interruptions += 1
-            lock.broadcast()
-        }
-    }
-
-    /// The subscription version whose completion means the realm holds the server's data:
-    /// the newest non-error version (partition sync: 0).
-    func activeQueryVersion() throws -> Int64 {
-        if case .partition = configuration.mode { return 0 }
-        return try store.withMetadata { sql in
-            try sql.rows("SELECT coalesce(max(version), 0) FROM _atoll_sync_subscriptions WHERE state != 'error'").first?.first?.intValue ?? 0
-        }
-    }
-
-    /// Whether this file ever completed a download.
-    var hasDownloaded: Bool {
-        (try? store.withMetadata { sql in try ClientTables.int(sql, "downloadedOnce") }) == 1
-    }
-
-    /// Waits for the realm to hold the server's data: its subscriptions bootstrapped, then a
-    /// round trip (what `downloadBeforeOpen` and AsyncOpen do).
-    public func waitForInitialDownload(timeout: Double, cancelled: () -> Bool = { false }) throws {
-        let start = Date()
-        try waitForSubscriptions(version: try activeQueryVersion(), timeout: timeout, cancelled: cancelled)
-        try waitForDownload(timeout: max(0.1, timeout - Date().timeIntervalSince(start)), cancelled: cancelled)
-        try onQueue { try store.write { try store.withMetadata { sql in try ClientTables.set(sql, "downloadedOnce", .int(1)) } } }
-    }
-
-    // MARK: - Subscriptions
-
-    private func setUpSubscriptions() throws {
-        let count = try store.withMetadata { sql in try sql.rows("SELECT count(*) FROM _atoll_sync_subscriptions").first?.first?.intValue ?? 0 }
-        guard case .flexible = configuration.mode else { return }
-        if count == 0 || configuration.rerunOnOpen, !configuration.initialSubscriptions.isEmpty || count == 0 {
-            _ = try updateSubscriptions { set in
-                for s in configuration.initialSubscriptions {
-                    if let i = set.firstIndex(where: { $0.name == s.name && !s.name.isEmpty }) { set[i] = s } else { set.append(s) }
-                }
-            }
-        }
-    }
-
-    /// The newest subscription set: version, state, error, subscriptions.
-    public func subscriptions() throws -> (version: Int64, state: String, error: String?, subscriptions: [QuerySubscription]) {
-        try store.withMetadata { sql in
-            guard let row = try sql.rows("SELECT version, state, error, queries FROM _atoll_sync_subscriptions ORDER BY version DESC LIMIT 1").first else {
-                return (0, "complete", nil, [])
-            }
-            var subs = [QuerySubscription]()
-            if case .string(let text) = row[3], case .list(let items) = try EJSON.parse(text) {
-                subs = try items.map { try QuerySubscription(wire: $0) }
-            }
-            var state = row[1].stringValue ?? "pending"
-            if state == "pending", bootstrapping { state = "bootstrapping" }
-            return (row[0].intValue ?? 0, state, row[2].stringValue, subs)
-        }
-    }
-
-    private var bootstrapping: Bool { !bootstrapBuffer.isEmpty }
-    /// The subscription version last sent on this binding (on the queue).
-    private var querySent: Int64?
-
-    /// Makes a new subscription set version from the newest one changed by `body`, and sends
-    /// it. Returns the new version.
-    public func updateSubscriptions(_ body: (inout [QuerySubscription]) throws -> Void) throws -> Int64 {
-        guard case .flexible = configuration.mode else {
-            throw SyncError(.badSyncPartitionValue, "a partition-sync realm has no subscriptions")
-        }
-        // The session's handle has one write transaction at a time: it is written on the queue.
-        let version = try onQueue { try store.write {
-            try store.withMetadata { sql -> Int64 in
-                let current = try subscriptions()
-                var set = current.subscriptions
-                try body(&set)
-                let next = current.version + 1
-                try sql.execute("INSERT INTO _atoll_sync_subscriptions VALUES (?, 'pending', NULL, ?)",
-                                [.int(next), .string(Wire.encode(.list(set.map(\.wireValue))))])
-                return next
-            }
-        } }
-        connection.async { [self] in try? sendQuery() }
-        return version
-    }
-
-    /// Sends the newest subscription version that the server has not refused (on the queue).
-    private func sendQuery() throws {
-        guard bound else { return }
-        let row = try store.withMetadata { sql in
-            try sql.rows("SELECT version, state, queries FROM _atoll_sync_subscriptions WHERE state != 'error' ORDER BY version DESC LIMIT 1").first
-        }
-        let version = row?[0].intValue ?? 0
-        // A version sent on this binding is not sent again (an update made before the bind
-        // would otherwise go twice, and the server would bootstrap it twice).
-        guard version != querySent else { return }
-        querySent = version
-        let queries: Value = {
-            if case .string(let text)? = row?[2], let v = try? EJSON.parse(text) { return v }
-            return .list([])
-        }()
-        connection.send(.doc(["type": .string("query"), "session": .int(number), "version": .int(version), "queries": queries,
-                              "complete": .bool(row?[1].stringValue == "complete")]))
-    }
-
-    // MARK: - Client reset
-
-    private func clientReset(_ error: SyncError) throws {
-        let mode = configuration.clientResetMode
-        var reported = SyncError(.clientReset, "client reset (\(mode.rawValue)): \(error.message)")
-        reported.isFatal = mode == .manual
-        report(reported)
-        if mode == .manual {
-            setState(.inactive)
-            connection.detach(self)
-            return
-        }
-        configuration.beforeReset?(store)
-        let unsynced = mode == .discardUnsyncedChanges ? [] : try pendingChangesets()
-        try store.write {
-            try store.withMetadata { sql in
-                try translateLocal(sql)
-                for cls in store.schema.classes where !cls.isEmbedded && cls.primaryKey != nil {
-                    _ = try store.objects(cls.name).deleteAll()
-                }
-                for table in ["_atoll_sync_pending", "_atoll_sync_lists"] { try sql.execute("DELETE FROM \(table)") }
-                for key in ["ident", "salt", "downloadCursor", "uploadCursor", "downloadedOnce"] {
-                    try sql.execute("DELETE FROM _atoll_sync_state WHERE key = ?", [.string(key)])
-                }
-                try sql.execute("UPDATE _atoll_sync_subscriptions SET state = 'pending' WHERE state = 'complete'")
-                if let v = store.writeVersion, store.writeHasChanges {
-                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_applied VALUES (?)", [.int(Int64(v))])
-                }
-            }
-        }
-        lock.withLock { completedQueryVersion = -1 }
-        recovering = unsynced.isEmpty ? nil : unsynced
-        // Bind again as a new client file: the server bootstraps the view from scratch.
-        bound = false
-        connection.rebind(self)
-        if recovering == nil { configuration.afterReset?(store) }
-    }
-
-    /// Writes the changes that were not uploaded again, on top of the server's state, as new
-    /// local writes (they are uploaded like any other).
-    private func recover(_ changesets: [SyncChangeset]) throws {
-        do {
-            try store.write {
-                for cs in changesets { try Replayer(store: store).replay(cs) }
-            }
-        } catch {
-            report(SyncError(.clientReset, "unsynced changes could not be recovered: \(error)"))
-            if configuration.clientResetMode == .recoverUnsyncedChanges { throw error }
-        }
-        configuration.afterReset?(store)
-        processLocal()
-    }
-}
-
-/// Writes sync instructions back as ordinary local writes (client reset recovery): objects,
-/// fields, set and dictionary elements by value, list inserts after their neighbour when it is
-/// still there (else at the end).
-struct Replayer {
-    let store: Store
-
-    func replay(_ cs: SyncChangeset) throws {
-        for ins in cs.instructions {
-            guard let pkName = store.schema.classes.first(where: { $0.name == ins.className })?.primaryKey else { continue }
-            let exists = try store.object(ins.className, primaryKey: ins.primaryKey) != nil
-            do {
-                switch ins.op {
-                case .create:
-                    if !exists { var d = Document(); d[pkName] = ins.primaryKey; _ = try store.create(ins.className, d) }
-                case .erase:
-                    if exists { try store.delete(ins.className, primaryKey: ins.primaryKey) }
-                case .set:
-                    if exists { try store.apply(set: ins) }
-                case .listInsert:
-                    if exists, let p = ins.property, case .list(let items)? = try store.value(ins.className, primaryKey: ins.primaryKey, property: p) {
-                        try store.listInsert(ins.className, primaryKey: ins.primaryKey, property: p, ins.value ?? .null, at: items.count)
-                    }
-                case .setInsert:
-                    if exists, let p = ins.property { _ = try store.setInsert(ins.className, primaryKey: ins.primaryKey, property: p, ins.value ?? .null) }
-                case .setErase:
-                    if exists, let p = ins.property { _ = try store.setErase(ins.className, primaryKey: ins.primaryKey, property: p, ins.value ?? .null) }
-                case .dictionarySet:
-                    if exists, ins.path.count == 2, case .key(let p) = ins.path[0], case .key(let k) = ins.path[1] {
-                        try store.dictionarySet(ins.className, primaryKey: ins.primaryKey, property: p, key: k, ins.value ?? .null)
-                    }
-                case .dictionaryErase:
-                    if exists, ins.path.count == 2, case .key(let p) = ins.path[0], case .key(let k) = ins.path[1] {
-                        _ = try store.dictionaryErase(ins.className, primaryKey: ins.primaryKey, property: p, key: k)
-                    }
-                case .addInteger:
-                    if exists, let p = ins.property, case .int(let d)? = ins.value {
-                        try store.addInteger(ins.className, primaryKey: ins.primaryKey, property: p, d)
-                    }
-                default:
-                    // Element erases and sets name elements of the old state: they have no
-                    // meaning on the new one.
-                    break
-                }
-            } catch let e as AtollError where e.code == .notFound {
-                continue
-            }
         }
     }
 }

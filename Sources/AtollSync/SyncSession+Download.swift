@@ -1,0 +1,113 @@
+import AtollJSON
+import AtollNet
+import AtollProtocol
+import AtollStore
+import CJansson
+import Foundation
+
+// Downloads applied in one transaction each, after the local changes are translated (so that
+// pending writes merge): a bootstrap's batches as one, evicting what the new view lacks.
+
+extension SyncSession {
+    func download(_ m: Fields) throws {
+        let serverVersion = try m.uint("serverVersion")
+        var instructions = [(SyncInstruction, Clock)]()
+        let decoded = m.decodedChangesets
+        for (n, item) in try m.list("changesets").enumerated() {
+            let cs = try decoded?[n] ?? SyncChangeset(wire: item)
+            instructions.reserveCapacity(instructions.count + cs.instructions.count)
+            for ins in cs.instructions { instructions.append((ins, cs.clock)) }
+        }
+        if case .object(let b)? = m["bootstrap"] {
+            // A bootstrap's objects carry their own clocks.
+            if bootstrapBuffer.isEmpty { bootstrapBuffer = instructions } else { bootstrapBuffer += instructions }
+            let sent = Int(b["sent"]?.intValue ?? 0), total = Int(b["total"]?.intValue ?? 0)
+            emit(.progress(direction: "download", transferred: sent, transferable: total,
+                           estimate: total == 0 ? 1 : Double(sent) / Double(total)))
+            guard b["last"] == .bool(true) else { return }
+            let batch = bootstrapBuffer
+            bootstrapBuffer = []
+            try apply(batch, serverVersion: serverVersion, bootstrap: true)
+            if let recovering {
+                self.recovering = nil
+                try recover(recovering)
+            }
+            return
+        }
+        if case .object(let p)? = m["progress"] {
+            let done = Int(p["downloaded"]?.intValue ?? 0), total = Int(p["downloadable"]?.intValue ?? 0)
+            emit(.progress(direction: "download", transferred: done, transferable: total, estimate: total == 0 ? 1 : Double(done) / Double(total)))
+        }
+        try apply(instructions, serverVersion: serverVersion, bootstrap: false)
+    }
+
+    /// Applies downloaded instructions in one transaction, after translating local changes
+    /// (so that the pending set and list identities are current).
+    func apply(_ instructions: [(SyncInstruction, Clock)], serverVersion: UInt64, bootstrap: Bool) throws {
+        try store.write {
+            try store.withMetadata { sql in
+                try translateLocal(sql)
+                let pending = try pendingIndex()
+                let applier = Applier(store: store, sql: sql, pending: pending)
+                for (ins, c) in instructions {
+                    if c != .zero { clock.observe(c) }
+                    if let carried = ins.newestCarriedClock { clock.observe(carried) }
+                }
+                // What a bootstrap may evict: the objects the device held before it.
+                let held = bootstrap ? try heldObjects(sql) : [:]
+                try applier.applyDownload(instructions)
+                if bootstrap { try evictOutside(held, instructions, pending, sql) }
+                if try ClientTables.int(sql, "downloadCursor") < Int64(serverVersion) {
+                    try ClientTables.set(sql, "downloadCursor", .int(Int64(serverVersion)))
+                }
+                try ClientTables.set(sql, "clock", .string(clock.last.description))
+                if store.writeHasChanges, let v = store.writeVersion {
+                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_applied VALUES (?)", [.int(Int64(v))])
+                }
+            }
+        }
+    }
+
+    /// The primary keys of the objects of the synced classes the device holds, by class.
+    func heldObjects(_ sql: MetadataSQL) throws -> [String: [Value]] {
+        var out = [String: [Value]]()
+        for cls in try syncedClasses(sql) where store.schema.classes.first(where: { $0.name == cls })?.primaryKey != nil {
+            let keys = try store.primaryKeys(cls)
+            if !keys.isEmpty { out[cls] = keys }
+        }
+        return out
+    }
+
+    /// After a bootstrap: objects the device held before it (`held`) that the new view does not
+    /// hold leave the device (not the server), unless a pending change names them.
+    func evictOutside(_ held: [String: [Value]], _ instructions: [(SyncInstruction, Clock)],
+                              _ pending: PendingIndex, _ sql: MetadataSQL) throws {
+        guard !held.isEmpty else { return }
+        var keep = Set<ObjectID>()
+        for (ins, _) in instructions where ins.op == .upsert && held[ins.className] != nil { keep.insert(ins.objectID) }
+        for (cls, keys) in held {
+            for pk in keys {
+                let id = ObjectID(cls, pk)
+                if keep.contains(id) || pending.touched.contains(id) { continue }
+                try ClientTables.hideLinks(sql, store.schema, to: id)
+                do { try store.delete(cls, primaryKey: pk) } catch let error as AtollError where error.code == .notFound { continue }
+                try ClientTables.dropLists(sql, cls, keyText(pk))
+            }
+        }
+    }
+
+    /// The classes whose objects come from the server: every class any subscription version
+    /// names (flexible), or the classes with the partition key (partition).
+    func syncedClasses(_ sql: MetadataSQL) throws -> Set<String> {
+        var out = Set<String>()
+        if case .partition = configuration.mode {
+            for cls in store.schema.classes where !cls.isEmbedded && cls.primaryKey != nil { out.insert(cls.name) }
+            return out
+        }
+        for row in try sql.rows("SELECT queries FROM _atoll_sync_subscriptions") {
+            guard case .string(let text) = row[0], case .list(let items) = try EJSON.parse(text) else { continue }
+            for item in items { if let q = try? QuerySubscription(wire: item) { out.insert(q.className) } }
+        }
+        return out
+    }
+}

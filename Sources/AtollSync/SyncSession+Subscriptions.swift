@@ -1,0 +1,82 @@
+import AtollJSON
+import AtollNet
+import AtollProtocol
+import AtollStore
+import CJansson
+import Foundation
+
+// Flexible sync's subscription sets: versions kept in the realm, sent when they change, and
+// their state as the server answers (complete, error).
+
+extension SyncSession {
+    func setUpSubscriptions() throws {
+        let count = try store.withMetadata { sql in try sql.rows("SELECT count(*) FROM _atoll_sync_subscriptions").first?.first?.intValue ?? 0 }
+        guard case .flexible = configuration.mode else { return }
+        if count == 0 || configuration.rerunOnOpen, !configuration.initialSubscriptions.isEmpty || count == 0 {
+            _ = try updateSubscriptions { set in
+                for s in configuration.initialSubscriptions {
+                    if let i = set.firstIndex(where: { $0.name == s.name && !s.name.isEmpty }) { set[i] = s } else { set.append(s) }
+                }
+            }
+        }
+    }
+
+    /// The newest subscription set: version, state, error, subscriptions.
+    public func subscriptions() throws -> (version: Int64, state: String, error: String?, subscriptions: [QuerySubscription]) {
+        try store.withMetadata { sql in
+            guard let row = try sql.rows("SELECT version, state, error, queries FROM _atoll_sync_subscriptions ORDER BY version DESC LIMIT 1").first else {
+                return (0, "complete", nil, [])
+            }
+            var subs = [QuerySubscription]()
+            if case .string(let text) = row[3], case .list(let items) = try EJSON.parse(text) {
+                subs = try items.map { try QuerySubscription(wire: $0) }
+            }
+            var state = row[1].stringValue ?? "pending"
+            if state == "pending", bootstrapping { state = "bootstrapping" }
+            return (row[0].intValue ?? 0, state, row[2].stringValue, subs)
+        }
+    }
+
+    var bootstrapping: Bool { !bootstrapBuffer.isEmpty }
+
+    /// Makes a new subscription set version from the newest one changed by `body`, and sends
+    /// it. Returns the new version.
+    public func updateSubscriptions(_ body: (inout [QuerySubscription]) throws -> Void) throws -> Int64 {
+        guard case .flexible = configuration.mode else {
+            throw SyncError(.badSyncPartitionValue, "a partition-sync realm has no subscriptions")
+        }
+        // The session's handle has one write transaction at a time: it is written on the queue.
+        let version = try onQueue { try store.write {
+            try store.withMetadata { sql -> Int64 in
+                let current = try subscriptions()
+                var set = current.subscriptions
+                try body(&set)
+                let next = current.version + 1
+                try sql.execute("INSERT INTO _atoll_sync_subscriptions VALUES (?, 'pending', NULL, ?)",
+                                [.int(next), .string(Wire.encode(.list(set.map(\.wireValue))))])
+                return next
+            }
+        } }
+        connection.async { [self] in try? sendQuery() }
+        return version
+    }
+
+    /// Sends the newest subscription version that the server has not refused (on the queue).
+    func sendQuery() throws {
+        guard bound else { return }
+        let row = try store.withMetadata { sql in
+            try sql.rows("SELECT version, state, queries FROM _atoll_sync_subscriptions WHERE state != 'error' ORDER BY version DESC LIMIT 1").first
+        }
+        let version = row?[0].intValue ?? 0
+        // A version sent on this binding is not sent again (an update made before the bind
+        // would otherwise go twice, and the server would bootstrap it twice).
+        guard version != querySent else { return }
+        querySent = version
+        let queries: Value = {
+            if case .string(let text)? = row?[2], let v = try? EJSON.parse(text) { return v }
+            return .list([])
+        }()
+        connection.send(.doc(["type": .string("query"), "session": .int(number), "version": .int(version), "queries": queries,
+                              "complete": .bool(row?[1].stringValue == "complete")]))
+    }
+}
