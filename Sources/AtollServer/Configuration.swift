@@ -189,6 +189,9 @@ public struct ServerConfiguration: Sendable {
     /// The PostgreSQL database several instances share (`"store": {"postgres": "postgresql://…"}`,
     /// docs/deploy.md); nil: each app's SQLite store in the data directory.
     public var postgresURL: String?
+    /// Objects an instance reads from PostgreSQL into its cache per transaction when it catches
+    /// up at start (not in the config file: a test makes it small, to cross batches with links).
+    package var postgresCatchUpBatch = 5000
 
     public init() {}
 

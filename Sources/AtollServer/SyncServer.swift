@@ -322,7 +322,9 @@ public final class SyncServer: @unchecked Sendable {
             let app = try AdminAPI.applySaved(to: configured, dataDirectory: configuration.dataDirectory,
                                               shared: configuration.postgresURL != nil)
             let directory = configuration.dataDirectory + "/" + app.id
-            let storage: SyncStorage = try configuration.postgresURL.map { try PostgresSyncStorage(url: $0, appId: app.id) } ?? LocalSyncStorage()
+            let storage: SyncStorage = try configuration.postgresURL.map {
+                try PostgresSyncStorage(url: $0, appId: app.id, objectsPerBatch: configuration.postgresCatchUpBatch)
+            } ?? LocalSyncStorage()
             let syncApp = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage)
             syncApp.limits = limits
             apps[app.id] = syncApp

@@ -67,10 +67,8 @@ final class SharedStorageTests: XCTestCase {
         store.close()
         h.stopServer()
 
-        let batch = PostgresSyncStorage.objectsPerBatch
-        PostgresSyncStorage.objectsPerBatch = 2
-        defer { PostgresSyncStorage.objectsPerBatch = batch }
         var configuration = ServerConfiguration()
+        configuration.postgresCatchUpBatch = 2
         configuration.port = 0
         configuration.dataDirectory = h.directory + "/another-instance"
         configuration.logLevel = .error

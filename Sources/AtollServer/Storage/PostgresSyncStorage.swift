@@ -31,9 +31,9 @@ final class PostgresSyncStorage: SyncStorage {
     private var epoch = ""
 
     static let channel = "atoll_sync"
-    /// Objects read and written into the cache per transaction when catching up (a test makes
-    /// it small, to cross batches with links).
-    nonisolated(unsafe) static var objectsPerBatch = 5000
+    /// Objects read and written into the cache per transaction when catching up
+    /// (`ServerConfiguration.postgresCatchUpBatch`).
+    private let objectsPerBatch: Int
 
     static let tables = [
         "CREATE TABLE IF NOT EXISTS atoll_sync_apps (app text PRIMARY KEY, schema text, schema_version bigint NOT NULL DEFAULT 0)",
@@ -57,9 +57,10 @@ final class PostgresSyncStorage: SyncStorage {
 
     /// Connects and creates the tables (several instances may start at once: the DDL runs under
     /// an advisory lock).
-    init(url: String, appId: String) throws {
+    init(url: String, appId: String, objectsPerBatch: Int = 5000) throws {
         self.url = url
         self.appId = appId
+        self.objectsPerBatch = max(1, objectsPerBatch)
         db = try PostgresConnection(url: url)
         try db.transaction {
             try db.execute("SELECT pg_advisory_xact_lock(hashtext('atoll_sync_tables'))")
@@ -206,7 +207,7 @@ final class PostgresSyncStorage: SyncStorage {
                        [appId, since])
         defer { _ = try? db.execute("CLOSE atoll_changed") }
         try app.applyStored({
-            let rows = try db.execute("FETCH \(Self.objectsPerBatch) FROM atoll_changed")
+            let rows = try db.execute("FETCH \(objectsPerBatch) FROM atoll_changed")
             guard !rows.isEmpty else { return nil }
             return try rows.map { row in
                 guard let cls = row[0], let key = row[1], let meta = row[3] else { throw AtollError(.file, "a stored object row is incomplete") }
