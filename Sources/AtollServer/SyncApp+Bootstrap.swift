@@ -220,12 +220,14 @@ extension SyncApp {
     }
 
     /// Handles the messages that waited for the session's bootstrap, in order, until one starts
-    /// another bootstrap (the rest wait for that one).
+    /// another bootstrap (the rest wait for that one). As when they arrive (`SyncConnection`),
+    /// nothing more of a connection refused meanwhile, or whose token expired, is handled.
     func handleBacklog(_ s: Session) {
         while s.bootstrap == nil, !s.backlog.isEmpty {
             let (message, bytes) = s.backlog.removeFirst()
             s.connection.pendingBytes.subtract(bytes, ordering: .relaxed)
             pendingBytes.subtract(bytes, ordering: .relaxed)
+            guard !s.connection.throttled, !s.connection.endIfExpired() else { continue }
             handle(message, from: s.connection)
         }
     }
