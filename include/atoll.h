@@ -907,7 +907,8 @@ bool atoll_app_switch_user(atoll_app_t *app, atoll_user_t *user);
  * [{"class", "primaryKey", "reason"}], "path": the realm file, when a session is concerned}.
  * Codes are Realm's SyncError codes where they apply (connectionFailed, timeout, authFailed,
  * clientReset, writeRejected, permissionDenied, invalidFlexibleSyncSubscriptions, ...; the
- * list is in docs/protocol.md). Called on a library thread.
+ * server's are listed in docs/protocol.md, the client's own — connectionFailed, timeout,
+ * authFailed, clientReset, clientInternalError — in docs/sync.md). Called on a library thread.
  * @return a token (free with atoll_token_free to stop), or NULL with ATOLL_ERR_INVALID_ARGUMENT
  *   (free_userdata is then called at once).
  */

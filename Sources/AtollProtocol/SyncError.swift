@@ -21,6 +21,9 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     case timeout
     case authFailed
     case clientReset
+    /// The session's own work on the device failed (its realm file could not be read or
+    /// written, local changes were pruned before they were uploaded): not the server's doing.
+    case clientInternalError
 
     public var number: Int {
         switch self {
@@ -40,6 +43,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
         case .timeout: return 1002
         case .authFailed: return 1003
         case .clientReset: return 1004
+        case .clientInternalError: return 1005
         }
     }
 
@@ -47,7 +51,7 @@ public enum SyncErrorCode: String, Sendable, CaseIterable {
     public var action: String {
         switch self {
         case .internalServerError, .tooManyMessages, .clockAhead, .connectionFailed, .timeout: return "retry"
-        case .badMessage, .badSyncPartitionValue, .permissionDenied, .invalidSchemaChange: return "applicationBug"
+        case .badMessage, .badSyncPartitionValue, .permissionDenied, .invalidSchemaChange, .clientInternalError: return "applicationBug"
         case .badClientFile, .badServerVersion, .clientTooOld, .clientReset: return "clientReset"
         case .invalidFlexibleSyncSubscriptions: return "none"
         case .writeRejected: return "warning"

@@ -22,7 +22,7 @@ extension SyncSession {
             }
             try upload()
         } catch {
-            report(SyncError(.internalServerError, "local changes could not be prepared for upload: \(error)"))
+            report(SyncError(.clientInternalError, "local changes could not be prepared for upload: \(error)"))
         }
     }
 
@@ -37,7 +37,7 @@ extension SyncSession {
         let entries = try store.changes(after: processed, skipping: applied)
         guard let newest = entries.last?.version else { return }
         if let first = entries.first?.version, first > processed + 1, processed > 0 {
-            report(SyncError(.internalServerError, "local changes \(processed + 1)...\(first - 1) were pruned before they could be uploaded"))
+            report(SyncError(.clientInternalError, "local changes \(processed + 1)...\(first - 1) were pruned before they could be uploaded"))
         }
         let translator = Translator(store: store, sql: sql, clock: clock)
         for entry in entries where !applied.contains(entry.version) {

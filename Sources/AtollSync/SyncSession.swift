@@ -343,7 +343,7 @@ public final class SyncSession: @unchecked Sendable {
                 connection.send(.doc(["type": .string("mark"), "session": .int(number), "request": .int(Int64(marksSent))]))
             }
         } catch {
-            report(SyncError(.internalServerError, "cannot start the session: \(error)"))
+            report(SyncError(.clientInternalError, "cannot start the session: \(error)"))
         }
     }
 

@@ -1,0 +1,27 @@
+import AtollStore
+@testable import AtollSync
+import XCTest
+
+/// What a session reports when its own work on the device fails: an error of the client's, not
+/// the server's.
+final class ClientErrorTests: XCTestCase {
+    func testALocalFailureIsTheClientsOwnErrorNotTheServers() throws {
+        var configuration = SimConfiguration()
+        configuration.devices = 1
+        configuration.users = 1
+        let sim = try Simulation(configuration: configuration, directory: simulationDirectory() + "/run")
+        defer { sim.close() }
+        try sim.settle()
+        let device = sim.devices[0]
+        // The table of pending changes is gone: preparing the next upload fails on the device.
+        let store = device.session.store
+        try store.write { try store.withMetadata { sql in try sql.execute("DROP TABLE _atoll_sync_pending") } }
+        try device.write([.create(key: 0, text: "local", n: 1, tags: [])])
+        while device.link.runTask() {}
+        let errors = device.link.errors
+        let local = try XCTUnwrap(errors.first { $0.code == .clientInternalError }, "\(errors)")
+        XCTAssertTrue(local.message.contains("local changes could not be prepared for upload"), local.message)
+        XCTAssertTrue(local.isFatal)
+        XCTAssertFalse(errors.contains { $0.code == .internalServerError }, "\(errors)")
+    }
+}
