@@ -356,7 +356,8 @@ public final class SyncSession: @unchecked Sendable {
     /// Handles one message for this session (on the queue).
     func handle(_ m: Fields) {
         do {
-            switch try m.string("type") {
+            let type = try m.string("type")
+            switch type {
             case "ident":
                 guard case .object(let f)? = m["file"], case .int(let ident)? = f["ident"], case .int(let salt)? = f["salt"] else {
                     throw ProtocolError("ident without a file")
@@ -419,7 +420,8 @@ public final class SyncSession: @unchecked Sendable {
             case "unbound":
                 break
             default:
-                break
+                // As the server does with a client's: outside the protocol (docs/protocol.md).
+                throw ProtocolError("a message of unknown type '\(type)'")
             }
         } catch {
             report(SyncError(.badMessage, "a message from the server could not be used: \(error)"))

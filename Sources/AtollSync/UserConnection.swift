@@ -250,6 +250,10 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
                 } else if (try? m.string("type")) == "error" {
                     let e = try SyncErrorMessage(wire: m)
                     for s in sessions.values { s.report(SyncError(e.code, e.message)) }
+                } else if m["session"] == nil, let type = try? m.string("type"), type != "pong" {
+                    // A connection's message outside the protocol: as the server does with a client's.
+                    for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message of unknown type '\(type)'")) }
+                    ws.close(code: 1002, reason: "bad message")
                 }
             } catch {
                 for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message that is not JSON: \(error)")) }

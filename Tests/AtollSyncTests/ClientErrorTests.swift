@@ -24,4 +24,26 @@ final class ClientErrorTests: XCTestCase {
         XCTAssertTrue(local.isFatal)
         XCTAssertFalse(errors.contains { $0.code == .internalServerError }, "\(errors)")
     }
+
+    func testAMessageOfUnknownTypeIsBadMessageAndTheConnectionIsMadeAgain() throws {
+        var configuration = SimConfiguration()
+        configuration.devices = 1
+        configuration.users = 1
+        let sim = try Simulation(configuration: configuration, directory: simulationDirectory() + "/run")
+        defer { sim.close() }
+        try sim.settle()
+        let device = sim.devices[0]
+        XCTAssertTrue(device.link.isConnected)
+        device.link.inject(#"{"type":"surprise","session":\#(device.session.number)}"#)
+        device.link.deliverDown()
+        let error = try XCTUnwrap(device.link.errors.last)
+        XCTAssertEqual(error.code, .badMessage)
+        XCTAssertTrue(error.message.contains("unknown type 'surprise'"), error.message)
+        XCTAssertFalse(device.link.isConnected, "the client closes, as the server does with a client's unknown message")
+        // It connects again and syncs on.
+        try device.write([.create(key: 1, text: "after", n: 2, tags: [])])
+        try sim.settle()
+        XCTAssertTrue(device.link.isConnected)
+        XCTAssertEqual(try SimOracle.check(sim, scratch: simulationDirectory()), [])
+    }
 }

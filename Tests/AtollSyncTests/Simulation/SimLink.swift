@@ -159,6 +159,9 @@ final class SimLink: SessionConnection, @unchecked Sendable {
                 } else if (try? m.string("type")) == "error" {
                     let e = try SyncErrorMessage(wire: m)
                     for s in sessions.values { s.report(SyncError(e.code, e.message)) }
+                } else if m["session"] == nil, let type = try? m.string("type"), type != "pong" {
+                    for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message of unknown type '\(type)'")) }
+                    disconnect(notifyServer: true)
                 }
             } catch {
                 for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message that is not JSON: \(error)")) }
@@ -191,6 +194,9 @@ final class SimLink: SessionConnection, @unchecked Sendable {
     }
 
     fileprivate func received(_ text: String) { down.append(.text(text)) }
+
+    /// Puts a message in the client's queue as though the server had sent it (a test's).
+    func inject(_ text: String) { down.append(.text(text)) }
 
     fileprivate func closedByServer(_ code: UInt16) { down.append(.close(code)) }
 
