@@ -2,8 +2,8 @@ import AtollStore
 @testable import AtollSync
 import XCTest
 
-/// What a session reports when its own work on the device fails: an error of the client's, not
-/// the server's.
+/// What a session reports when its own work on the device fails (an error of the client's, not
+/// the server's), and when the server sends what the protocol does not have.
 final class ClientErrorTests: XCTestCase {
     func testALocalFailureIsTheClientsOwnErrorNotTheServers() throws {
         var configuration = SimConfiguration()
