@@ -149,12 +149,12 @@ struct Applier {
             try sql.execute("SAVEPOINT atoll_batch")
             do {
                 try store.createMany(batchClass, batch.map(\.doc))
-                var rows = [[Value]]()
+                var lists = [(pk: String, path: String, seq: ListSequence)]()
                 for b in batch {
                     guard let pkName = pkName(batchClass), let pk = b.doc[pkName] else { continue }
-                    for (p, seq) in b.lists { rows.append([.string(batchClass), .string(keyText(pk)), .string(p), .string(seq.text)]) }
+                    for (p, seq) in b.lists { lists.append((keyText(pk), p, seq)) }
                 }
-                if !rows.isEmpty { try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)", rows) }
+                try ClientTables.saveLists(sql, batchClass, lists)
                 try sql.execute("RELEASE atoll_batch")
             } catch {
                 try sql.execute("ROLLBACK TO atoll_batch")

@@ -58,6 +58,18 @@ enum ClientTables {
         try sql.execute("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)", [.string(cls), .string(pk), .string(path), .string(seq.text)])
     }
 
+    /// `saveList` for many lists of one class at once: (primary key text, path, sequence).
+    static func saveLists(_ sql: MetadataSQL, _ cls: String, _ lists: [(pk: String, path: String, seq: ListSequence)]) throws {
+        guard !lists.isEmpty else { return }
+        try sql.executeMany("INSERT OR REPLACE INTO _atoll_sync_lists VALUES (?, ?, ?, ?)",
+                            lists.map { [.string(cls), .string($0.pk), .string($0.path), .string($0.seq.text)] })
+    }
+
+    /// The primary key texts of the objects of `cls` that have a sequence stored for `path`.
+    static func listHolders(_ sql: MetadataSQL, _ cls: String, _ path: String) throws -> [String] {
+        try sql.rows("SELECT pk FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(cls), .string(path)]).compactMap { $0[0].stringValue }
+    }
+
     /// Hides, in the lists of links that hold them, the elements that link to `target` (which is
     /// being deleted here: the store drops them from the lists), so that list indexes stay the
     /// store's.

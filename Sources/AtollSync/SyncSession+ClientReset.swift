@@ -27,14 +27,8 @@ extension SyncSession {
                 for cls in store.schema.classes where !cls.isEmbedded && cls.primaryKey != nil {
                     _ = try store.objects(cls.name).deleteAll()
                 }
-                for table in ["_atoll_sync_pending", "_atoll_sync_lists"] { try sql.execute("DELETE FROM \(table)") }
-                for key in ["ident", "salt", "downloadCursor", "uploadCursor", "downloadedOnce"] {
-                    try sql.execute("DELETE FROM _atoll_sync_state WHERE key = ?", [.string(key)])
-                }
-                try sql.execute("UPDATE _atoll_sync_subscriptions SET state = 'pending' WHERE state = 'complete'")
-                if let v = store.writeVersion, store.writeHasChanges {
-                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_applied VALUES (?)", [.int(Int64(v))])
-                }
+                try ClientTables.forgetClientFile(sql)
+                if let v = store.writeVersion, store.writeHasChanges { try ClientTables.markApplied(sql, v) }
             }
         }
         lock.withLock { completedQueryVersion = -1 }

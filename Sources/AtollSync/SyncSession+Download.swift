@@ -61,9 +61,7 @@ extension SyncSession {
                     try ClientTables.set(sql, "downloadCursor", .int(Int64(serverVersion)))
                 }
                 try ClientTables.set(sql, "clock", .string(clock.last.description))
-                if store.writeHasChanges, let v = store.writeVersion {
-                    try sql.execute("INSERT OR REPLACE INTO _atoll_sync_applied VALUES (?)", [.int(Int64(v))])
-                }
+                if store.writeHasChanges, let v = store.writeVersion { try ClientTables.markApplied(sql, v) }
             }
         }
     }
@@ -104,8 +102,8 @@ extension SyncSession {
             for cls in store.schema.classes where !cls.isEmbedded && cls.primaryKey != nil { out.insert(cls.name) }
             return out
         }
-        for row in try sql.rows("SELECT queries FROM _atoll_sync_subscriptions") {
-            guard case .string(let text) = row[0], case .list(let items) = try EJSON.parse(text) else { continue }
+        for text in try ClientTables.subscriptionQueries(sql) {
+            guard case .list(let items) = try EJSON.parse(text) else { continue }
             for item in items { if let q = try? QuerySubscription(wire: item) { out.insert(q.className) } }
         }
         return out

@@ -10,7 +10,7 @@ import Foundation
 
 extension SyncSession {
     func setUpSubscriptions() throws {
-        let count = try store.withMetadata { sql in try sql.rows("SELECT count(*) FROM _atoll_sync_subscriptions").first?.first?.intValue ?? 0 }
+        let count = try store.withMetadata { sql in try ClientTables.subscriptionSetCount(sql) }
         guard case .flexible = configuration.mode else { return }
         if count == 0 || configuration.rerunOnOpen, !configuration.initialSubscriptions.isEmpty || count == 0 {
             _ = try updateSubscriptions { set in
@@ -24,16 +24,13 @@ extension SyncSession {
     /// The newest subscription set: version, state, error, subscriptions.
     public func subscriptions() throws -> (version: Int64, state: String, error: String?, subscriptions: [QuerySubscription]) {
         try store.withMetadata { sql in
-            guard let row = try sql.rows("SELECT version, state, error, queries FROM _atoll_sync_subscriptions ORDER BY version DESC LIMIT 1").first else {
-                return (0, "complete", nil, [])
-            }
+            guard let set = try ClientTables.newestSubscriptionSet(sql) else { return (0, "complete", nil, []) }
             var subs = [QuerySubscription]()
-            if case .string(let text) = row[3], case .list(let items) = try EJSON.parse(text) {
+            if case .list(let items) = try EJSON.parse(set.queries) {
                 subs = try items.map { try QuerySubscription(wire: $0) }
             }
-            var state = row[1].stringValue ?? "pending"
-            if state == "pending", bootstrapping { state = "bootstrapping" }
-            return (row[0].intValue ?? 0, state, row[2].stringValue, subs)
+            let state = set.state == "pending" && bootstrapping ? "bootstrapping" : set.state
+            return (set.version, state, set.error, subs)
         }
     }
 
@@ -52,8 +49,7 @@ extension SyncSession {
                 var set = current.subscriptions
                 try body(&set)
                 let next = current.version + 1
-                try sql.execute("INSERT INTO _atoll_sync_subscriptions VALUES (?, 'pending', NULL, ?)",
-                                [.int(next), .string(Wire.encode(.list(set.map(\.wireValue))))])
+                try ClientTables.addSubscriptionSet(sql, version: next, queries: Wire.encode(.list(set.map(\.wireValue))))
                 return next
             }
         } }
@@ -64,19 +60,14 @@ extension SyncSession {
     /// Sends the newest subscription version that the server has not refused (on the queue).
     func sendQuery() throws {
         guard bound else { return }
-        let row = try store.withMetadata { sql in
-            try sql.rows("SELECT version, state, queries FROM _atoll_sync_subscriptions WHERE state != 'error' ORDER BY version DESC LIMIT 1").first
-        }
-        let version = row?[0].intValue ?? 0
+        let set = try store.withMetadata { sql in try ClientTables.newestSubscriptionSet(sql, usable: true) }
+        let version = set?.version ?? 0
         // A version sent on this binding is not sent again (an update made before the bind
         // would otherwise go twice, and the server would bootstrap it twice).
         guard version != querySent else { return }
         querySent = version
-        let queries: Value = {
-            if case .string(let text)? = row?[2], let v = try? EJSON.parse(text) { return v }
-            return .list([])
-        }()
+        let queries = set.flatMap { try? EJSON.parse($0.queries) } ?? .list([])
         connection.send(.doc(["type": .string("query"), "session": .int(number), "version": .int(version), "queries": queries,
-                              "complete": .bool(row?[1].stringValue == "complete")]))
+                              "complete": .bool(set?.state == "complete")]))
     }
 }

@@ -29,10 +29,7 @@ extension SyncSession {
     /// Inside a write: every entry after the last translated one, except the client's own.
     func translateLocal(_ sql: MetadataSQL) throws {
         let processed = UInt64(try ClientTables.int(sql, "processedLocal"))
-        var applied = Set<UInt64>()
-        for row in try sql.rows("SELECT version FROM _atoll_sync_applied WHERE version > ?", [.int(Int64(processed))]) {
-            if case .int(let v) = row[0] { applied.insert(UInt64(v)) }
-        }
+        let applied = try ClientTables.applied(sql, after: processed)
         // The session's own commits (downloads) are not read: a bootstrap's entry is large.
         let entries = try store.changes(after: processed, skipping: applied)
         guard let newest = entries.last?.version else { return }
@@ -45,12 +42,11 @@ extension SyncSession {
             // Stored ready to send: one changeset text, or its parts (one per line) when it is
             // larger than a message should be.
             let text = Self.parts(of: cs).joined(separator: "\n")
-            try sql.execute("INSERT OR REPLACE INTO _atoll_sync_pending VALUES (?, ?, ?)",
-                            [.int(Int64(entry.version)), .string(text), .int(Int64(text.utf8.count))])
+            try ClientTables.addPending(sql, version: entry.version, text: text)
         }
         try ClientTables.set(sql, "processedLocal", .int(Int64(newest)))
         try ClientTables.set(sql, "clock", .string(clock.last.description))
-        try sql.execute("DELETE FROM _atoll_sync_applied WHERE version <= ?", [.int(Int64(newest))])
+        try ClientTables.forgetApplied(sql, through: newest)
         try store.holdChangeLog(from: newest)
     }
 
@@ -67,24 +63,23 @@ extension SyncSession {
             var versions = [UInt64]()
             var cached = true
             var bytes = 0
-            for row in try sql.rows("SELECT version, changeset, bytes FROM _atoll_sync_pending WHERE version > ? ORDER BY version", [.int(Int64(version))]) {
-                guard case .int(let v) = row[0], case .string(let text) = row[1] else { continue }
-                if !out.isEmpty, bytes + (row[2].intValue.map(Int.init) ?? 0) > maxBytes { break }
-                bytes += row[2].intValue.map(Int.init) ?? 0
-                versions.append(UInt64(v))
-                if let known = parsedPending[UInt64(v)], known.text == text {
+            for p in try ClientTables.pending(sql, after: version) {
+                if !out.isEmpty, bytes + p.bytes > maxBytes { break }
+                bytes += p.bytes
+                versions.append(p.version)
+                if let known = parsedPending[p.version], known.text == p.text {
                     out.append(known.changeset)
                     continue
                 }
                 cached = false
                 var whole: SyncChangeset?
-                for part in Self.lines(text) {
+                for part in Self.lines(p.text) {
                     let cs = try SyncChangeset(wire: try EJSON.parse(part))
                     if whole == nil { whole = cs } else { whole?.instructions += cs.instructions }
                 }
                 if let whole {
                     out.append(whole)
-                    parsedPending[UInt64(v)] = (text, whole)
+                    parsedPending[p.version] = (p.text, whole)
                 }
             }
             if version == 0, maxBytes == .max {
@@ -114,13 +109,10 @@ extension SyncSession {
             let batch = try store.withMetadata { sql -> [(version: UInt64, text: String)] in
                 var out = [(version: UInt64, text: String)]()
                 var bytes = 0
-                for row in try sql.rows("SELECT version, changeset, bytes FROM _atoll_sync_pending WHERE version > ? ORDER BY version LIMIT 1000",
-                                        [.int(Int64(lastSent))]) {
-                    guard case .int(let v) = row[0], case .string(let text) = row[1] else { continue }
-                    let size = Int(row[2].intValue ?? 0)
-                    if !out.isEmpty, bytes + size > 1 << 20 { break }
-                    bytes += size
-                    out.append((UInt64(v), text))
+                for p in try ClientTables.pending(sql, after: lastSent, limit: 1000) {
+                    if !out.isEmpty, bytes + p.bytes > 1 << 20 { break }
+                    bytes += p.bytes
+                    out.append((p.version, p.text))
                 }
                 return out
             }
@@ -143,7 +135,7 @@ extension SyncSession {
             }
             send()
             lastSent = batch.last?.version ?? lastSent
-            let total = try store.withMetadata { sql in try sql.rows("SELECT coalesce(sum(bytes), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
+            let total = try store.withMetadata { sql in try ClientTables.pendingBytes(sql) }
             uploadTotal = max(uploadTotal, Int(total))
         }
     }
@@ -210,7 +202,7 @@ extension SyncSession {
     func acknowledge(_ version: UInt64) throws {
         try store.write {
             try store.withMetadata { sql in
-                try sql.execute("DELETE FROM _atoll_sync_pending WHERE version <= ?", [.int(Int64(version))])
+                try ClientTables.dropPending(sql, through: version)
                 try ClientTables.set(sql, "uploadCursor", .int(Int64(version)))
             }
         }
@@ -219,7 +211,7 @@ extension SyncSession {
             uploadedThrough = max(uploadedThrough, version)
             lock.broadcast()
         }
-        let left = try store.withMetadata { sql in try sql.rows("SELECT coalesce(sum(bytes), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
+        let left = try store.withMetadata { sql in try ClientTables.pendingBytes(sql) }
         let total = max(uploadTotal, Int(left))
         emit(.progress(direction: "upload", transferred: total - Int(left), transferable: total,
                        estimate: total == 0 ? 1 : Double(total - Int(left)) / Double(total)))

@@ -13,8 +13,8 @@ extension SyncSession {
     /// - Throws: `SyncError(.timeout)`, or the session's fatal error.
     public func waitForUpload(timeout: Double) throws {
         connection.sync { processLocal() }
-        let target = try store.withMetadata { sql in try sql.rows("SELECT coalesce(max(version), 0) FROM _atoll_sync_pending").first?.first?.intValue ?? 0 }
-        try wait(timeout: timeout, what: "upload") { UInt64(max(0, target)) <= self.uploadedThrough }
+        let target = try store.withMetadata { sql in try ClientTables.newestPending(sql) }
+        try wait(timeout: timeout, what: "upload") { target <= self.uploadedThrough }
     }
 
     /// Waits until everything the server had when the call was made is applied here.
@@ -78,9 +78,7 @@ extension SyncSession {
     /// the newest non-error version (partition sync: 0).
     func activeQueryVersion() throws -> Int64 {
         if case .partition = configuration.mode { return 0 }
-        return try store.withMetadata { sql in
-            try sql.rows("SELECT coalesce(max(version), 0) FROM _atoll_sync_subscriptions WHERE state != 'error'").first?.first?.intValue ?? 0
-        }
+        return try store.withMetadata { sql in try ClientTables.newestSubscriptionSet(sql, usable: true)?.version ?? 0 }
     }
 
     /// Whether this file ever completed a download.

@@ -186,9 +186,7 @@ public final class SyncSession: @unchecked Sendable {
         try setUpSubscriptions()
         // A version the file completed in an earlier session is complete now: the server resumes
         // such a file from its cursor and sends no second `queryComplete` for it.
-        let completed = try store.withMetadata { sql in
-            try sql.rows("SELECT coalesce(max(version), -1) FROM _atoll_sync_subscriptions WHERE state = 'complete'").first?.first?.intValue ?? -1
-        }
+        let completed = try store.withMetadata { sql in try ClientTables.newestCompleteSubscriptionVersion(sql) }
         lock.withLock { completedQueryVersion = max(completedQueryVersion, completed) }
     }
 
@@ -379,9 +377,7 @@ public final class SyncSession: @unchecked Sendable {
                 let version = try m.int("version")
                 try store.write {
                     try store.withMetadata { sql in
-                        try sql.execute("UPDATE _atoll_sync_subscriptions SET state = 'complete', error = NULL WHERE version = ?", [.int(version)])
-                        try sql.execute("UPDATE _atoll_sync_subscriptions SET state = 'superseded' WHERE version < ? AND state != 'error'", [.int(version)])
-                        try sql.execute("DELETE FROM _atoll_sync_subscriptions WHERE version < ? AND state = 'superseded' AND version NOT IN (SELECT max(version) FROM _atoll_sync_subscriptions WHERE version < ?)", [.int(version), .int(version)])
+                        try ClientTables.completeSubscriptionSet(sql, version)
                         try ClientTables.set(sql, "downloadedOnce", .int(1))
                     }
                 }
@@ -395,7 +391,7 @@ public final class SyncSession: @unchecked Sendable {
                 let message = (try? m.string("message")) ?? "the server refused the subscriptions"
                 try store.write {
                     try store.withMetadata { sql in
-                        try sql.execute("UPDATE _atoll_sync_subscriptions SET state = 'error', error = ? WHERE version = ?", [.string(message), .int(version)])
+                        try ClientTables.refuseSubscriptionSet(sql, version, error: message)
                     }
                 }
                 lock.withLock {

@@ -44,9 +44,7 @@ struct Translator {
                 // this transaction is undone after the erase.
                 for (h, p) in store.schema.linkLists(to: ins.className) {
                     var keys = Set(lists.keys.filter { $0.hasPrefix(h + "\u{0}") && $0.hasSuffix("\u{0}" + p) })
-                    for row in try sql.rows("SELECT pk FROM _atoll_sync_lists WHERE class = ? AND path = ?", [.string(h), .string(p)]) {
-                        if case .string(let pk) = row[0] { keys.insert("\(h)\u{0}\(pk)\u{0}\(p)") }
-                    }
+                    for pk in try ClientTables.listHolders(sql, h, p) { keys.insert("\(h)\u{0}\(pk)\u{0}\(p)") }
                     for k in keys.sorted() {
                         let parts = k.split(separator: "\u{0}", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
                         guard parts.count == 3, let holder = try? EJSON.parse(parts[1]) else { continue }
