@@ -825,35 +825,9 @@ struct ObjectMetadata {
     var fields: [String: [String: Clock]] = [:]
     var lists: [String: [String: ListSequence]] = [:]
 
-    /// For every object of a class, or for some keys of it.
+    /// For every object of a class, or for some keys of it (`ServerSyncTables.metadata`).
     static func load(_ store: Store, className: String, key: String? = nil, keys: [Value]? = nil) throws -> ObjectMetadata {
-        var meta = ObjectMetadata()
-        try store.withMetadata { sql in
-            var filter = ""
-            var args: [Value] = [.string(className)]
-            if let key { filter = " AND pk = ?"; args.append(.string(key)) }
-            if let keys, keys.count <= 500 {
-                filter = " AND pk IN (\(keys.map { _ in "?" }.joined(separator: ",")))"
-                args += keys.map { .string(keyText($0)) }
-            }
-            for row in try sql.rows("SELECT pk, created, erased FROM _atoll_sync_objects WHERE class = ?" + filter, args) {
-                guard case .string(let pk) = row[0] else { continue }
-                if case .string(let c) = row[1], let clock = Clock(text: c) { meta.created[pk] = clock }
-                if case .string(let e) = row[2], let clock = Clock(text: e) { meta.erased[pk] = clock }
-            }
-            for row in try sql.rows("SELECT pk, path, clock FROM _atoll_sync_fields WHERE class = ?" + filter, args) {
-                if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let c) = row[2], let clock = Clock(text: c) {
-                    meta.fields[pk, default: [:]][path] = clock
-                }
-            }
-            for row in try sql.rows("SELECT pk, path, elements FROM _atoll_sync_lists WHERE class = ?" + filter, args) {
-                if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let text) = row[2],
-                   let seq = try? ListSequence(text: text) {
-                    meta.lists[pk, default: [:]][path] = seq
-                }
-            }
-        }
-        return meta
+        try ServerSyncTables(store: store).metadata(of: className, key: key, keys: keys)
     }
 
     func upsert(_ cls: String, _ pk: Value, _ key: String, _ doc: Document) -> SyncInstruction {

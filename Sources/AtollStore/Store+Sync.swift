@@ -3,21 +3,21 @@ import Foundation
 
 // What the sync engines (AtollSync, AtollServer) need of a store beyond objects: tables of their
 // own in the same file, written in the same transactions as the data, the version a write will
-// commit as, and a hold on the change log. Not for applications: the tables must be prefixed
-// `_atoll_sync`.
+// commit as, and a hold on the change log. The SQL access is `package`: the sync engines' own
+// types (`ClientTables`, `ServerSyncTables`, the sync storage) use it; applications cannot.
 
 /// Parameter lists for `IN (…)` of up to 500 values, in statements of 8, 64 or 500 places: a
 /// few prepared statements serve every count. The places past the values stay NULL (a cached
 /// statement's bindings are cleared when it is reset), which `IN` matches to nothing.
-public enum SQLPlaces {
+package enum SQLPlaces {
     /// The most values one list takes.
-    public static let most = 500
+    package static let most = 500
 
     /// The places of the statement for `count` values.
-    public static func size(for count: Int) -> Int { count <= 8 ? 8 : count <= 64 ? 64 : most }
+    package static func size(for count: Int) -> Int { count <= 8 ? 8 : count <= 64 ? 64 : most }
 
     /// `?,?,…` with `size(for: count)` places (made once per size).
-    public static func list(for count: Int) -> String { count <= 8 ? eight : count <= 64 ? sixtyFour : fiveHundred }
+    package static func list(for count: Int) -> String { count <= 8 ? eight : count <= 64 ? sixtyFour : fiveHundred }
 
     private static let eight = Array(repeating: "?", count: 8).joined(separator: ",")
     private static let sixtyFour = Array(repeating: "?", count: 64).joined(separator: ",")
@@ -26,11 +26,11 @@ public enum SQLPlaces {
 
 /// SQL over a store's own metadata tables, inside the store's lock (and its write transaction,
 /// when one is open). Values bind as parameters; nothing is spliced into the SQL.
-public struct MetadataSQL {
+package struct MetadataSQL {
     let conn: Connection
 
     /// Runs a statement that returns no rows.
-    public func execute(_ sql: String, _ arguments: [Value] = []) throws {
+    package func execute(_ sql: String, _ arguments: [Value] = []) throws {
         let s = try conn.statement(sql)
         defer { s.reset() }
         bind(s, arguments)
@@ -39,7 +39,7 @@ public struct MetadataSQL {
 
     /// Runs a query; each row's columns as values (INTEGER → .int, REAL → .double, TEXT →
     /// .string, BLOB → .data, NULL → .null).
-    public func rows(_ sql: String, _ arguments: [Value] = []) throws -> [[Value]] {
+    package func rows(_ sql: String, _ arguments: [Value] = []) throws -> [[Value]] {
         let s = try conn.statement(sql)
         defer { s.reset() }
         bind(s, arguments)
@@ -63,7 +63,7 @@ public struct MetadataSQL {
     }
 
     /// Runs `execute` for each argument list with one prepared statement.
-    public func executeMany(_ sql: String, _ argumentLists: [[Value]]) throws {
+    package func executeMany(_ sql: String, _ argumentLists: [[Value]]) throws {
         let s = try conn.statement(sql)
         defer { s.reset() }
         for arguments in argumentLists {
@@ -77,7 +77,7 @@ public struct MetadataSQL {
     /// `perStatement` rows to a statement (`VALUES (…),(…),…`), which costs SQLite less than a
     /// statement each; the rows past the last whole statement go one at a time.
     /// - Throws: `.invalidArgument` for rows of different widths, before anything is written.
-    public func insertMany(_ head: String, _ rows: [[Value]], perStatement: Int = 64) throws {
+    package func insertMany(_ head: String, _ rows: [[Value]], perStatement: Int = 64) throws {
         guard let width = rows.first?.count, width > 0 else { return }
         guard rows.allSatisfy({ $0.count == width }) else { throw AtollError(.invalidArgument, "insertMany: rows of different widths") }
         // Within SQLite's limit on a statement's parameters.
@@ -118,7 +118,7 @@ public struct MetadataSQL {
 extension Store {
     /// Runs `body` with SQL access to the store's metadata tables, under the store's lock (in the
     /// open write transaction, if any; otherwise in the current read snapshot or autocommit).
-    public func withMetadata<T>(_ body: (MetadataSQL) throws -> T) throws -> T {
+    package func withMetadata<T>(_ body: (MetadataSQL) throws -> T) throws -> T {
         try locked { conn in try body(MetadataSQL(conn: conn)) }
     }
 

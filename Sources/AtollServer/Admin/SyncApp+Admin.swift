@@ -285,16 +285,7 @@ extension SyncApp {
     /// A clock newer than every clock the object has, so that the edit wins last-writer-wins:
     /// now, or one step after the newest when a device's clock ran ahead.
     private func adminClock(_ cls: String, _ primaryKey: Value) throws -> Clock {
-        let pk = keyText(primaryKey)
-        var newest = Clock.zero
-        try store.withMetadata { sql in
-            for row in try sql.rows("SELECT created, erased, newest FROM _atoll_sync_objects WHERE class = ? AND pk = ?", [.string(cls), .string(pk)]) {
-                for v in row { if let c = v.stringValue.flatMap({ Clock(text: $0) }), c > newest { newest = c } }
-            }
-            for row in try sql.rows("SELECT clock FROM _atoll_sync_fields WHERE class = ? AND pk = ?", [.string(cls), .string(pk)]) {
-                if let c = row.first?.stringValue.flatMap({ Clock(text: $0) }), c > newest { newest = c }
-            }
-        }
+        let newest = try ServerSyncTables(store: store).newestClock(cls, keyText(primaryKey))
         let now = Clock(milliseconds: Int64(Date().timeIntervalSince1970 * 1000), counter: 0, node: 0)
         return now > newest ? now : Clock(milliseconds: newest.milliseconds, counter: newest.counter + 1, node: 0)
     }

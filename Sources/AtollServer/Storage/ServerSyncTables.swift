@@ -134,6 +134,52 @@ struct ServerSyncTables {
         return out
     }
 
+    /// The clocks and list identities of every object of a class, or of some keys of it (for
+    /// the upserts that send objects whole).
+    func metadata(of className: String, key: String? = nil, keys: [Value]? = nil) throws -> ObjectMetadata {
+        var meta = ObjectMetadata()
+        try store.withMetadata { sql in
+            var filter = ""
+            var args: [Value] = [.string(className)]
+            if let key { filter = " AND pk = ?"; args.append(.string(key)) }
+            if let keys, keys.count <= 500 {
+                filter = " AND pk IN (\(keys.map { _ in "?" }.joined(separator: ",")))"
+                args += keys.map { .string(keyText($0)) }
+            }
+            for row in try sql.rows("SELECT pk, created, erased FROM _atoll_sync_objects WHERE class = ?" + filter, args) {
+                guard case .string(let pk) = row[0] else { continue }
+                if case .string(let c) = row[1], let clock = Clock(text: c) { meta.created[pk] = clock }
+                if case .string(let e) = row[2], let clock = Clock(text: e) { meta.erased[pk] = clock }
+            }
+            for row in try sql.rows("SELECT pk, path, clock FROM _atoll_sync_fields WHERE class = ?" + filter, args) {
+                if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let c) = row[2], let clock = Clock(text: c) {
+                    meta.fields[pk, default: [:]][path] = clock
+                }
+            }
+            for row in try sql.rows("SELECT pk, path, elements FROM _atoll_sync_lists WHERE class = ?" + filter, args) {
+                if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let text) = row[2],
+                   let seq = try? ListSequence(text: text) {
+                    meta.lists[pk, default: [:]][path] = seq
+                }
+            }
+        }
+        return meta
+    }
+
+    /// The newest clock an object has: its create, erase and newest write, and every field's.
+    func newestClock(_ cls: String, _ pk: String) throws -> Clock {
+        var newest = Clock.zero
+        try store.withMetadata { sql in
+            for row in try sql.rows("SELECT created, erased, newest FROM _atoll_sync_objects WHERE class = ? AND pk = ?", [.string(cls), .string(pk)]) {
+                for v in row { if let c = v.stringValue.flatMap({ Clock(text: $0) }), c > newest { newest = c } }
+            }
+            for row in try sql.rows("SELECT clock FROM _atoll_sync_fields WHERE class = ? AND pk = ?", [.string(cls), .string(pk)]) {
+                if let c = row.first?.stringValue.flatMap({ Clock(text: $0) }), c > newest { newest = c }
+            }
+        }
+        return newest
+    }
+
     // MARK: - Fields
 
     func field(_ cls: String, _ pk: String, _ path: String) throws -> FieldRow? {
