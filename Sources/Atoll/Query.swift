@@ -1,6 +1,9 @@
 import AtollStore
 import Foundation
 
+// One file over 600 lines: the type-safe query builder is one expression tree, its operators
+// and the writer that turns it into RQL; each operator is a few lines, and they read as a table.
+
 // Realm Swift's type-safe query builder: `results.where { $0.name == "Rex" && $0.age > 3 }`.
 //
 // The closure runs once, on a `Query` of the results' class. Each property read (found by

@@ -6,6 +6,9 @@ import CJansson
 import Foundation
 import Synchronization
 
+// One file over 600 lines: it is the whole sync section of the C ABI, one `@_cdecl` for each
+// function of include/atoll.h's "Sync" part, so that the two read side by side.
+
 // atoll_app_*, atoll_user_*, atoll_realm_open_synced, atoll_realm_async_open, atoll_async_open_*,
 // atoll_subscriptions_*, atoll_sync_session_*, atoll_realm_write_copy_synced (docs/abi.md, "Sync").
 // Network calls block the calling thread; state changes arrive through callbacks.

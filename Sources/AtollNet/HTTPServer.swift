@@ -5,6 +5,9 @@ import Synchronization
 import Glibc
 #endif
 
+// One file over 600 lines: the server and its connection class share the loop-thread state
+// (limits, shutdown, counters) through fileprivate members that a split would have to open up.
+
 /// How a server listens and what it allows.
 public struct HTTPServerConfiguration: Sendable {
     /// The address to listen on (a name or numeric address). Loopback by default.

@@ -1,5 +1,9 @@
 import AtollStore
 
+// One file over 600 lines: the instruction and changeset types, and what both sides do with runs
+// of instructions (an object's group, the runs of new objects, a changeset made normal). Those
+// read and build the instruction's fields directly, so a field added is seen everywhere it counts.
+
 /// What one sync instruction does (docs/protocol.md, "Instructions and changesets").
 public enum SyncOp: String, Sendable, CaseIterable {
     case create, erase, set

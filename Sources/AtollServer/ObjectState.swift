@@ -2,6 +2,9 @@ import AtollJSON
 import AtollProtocol
 import AtollStore
 
+// One file over 600 lines: the server's merge rules for one object, every instruction kind
+// against the same state; they are the rules of docs/protocol.md in code, read as one.
+
 /// One object's sync state on the server — what the store holds of it and its rows in the
 /// metadata tables (`ServerSyncTables`) — and the rules that merge one instruction into it
 /// (docs/protocol.md, "How changes merge"). Every rule is a merge: the outcome depends on the

@@ -2,6 +2,10 @@ import AtollJSON
 import AtollProtocol
 import AtollStore
 
+// One file over 600 lines: the client's merge of a download with its pending changes. Each
+// instruction kind's rule reads the same pending index and list sequences, and they are
+// checked together against the server's rules (docs/protocol.md), so they stay together.
+
 /// What the client's unacknowledged changesets claim: the newest pending clock per field path,
 /// set element and dictionary key, the objects it erases and creates. A download instruction
 /// older than a pending write of the same thing is left out: the server will integrate the

@@ -1,3 +1,6 @@
+// One file over 600 lines: create, update and delete share the row writer and the change
+// recorder's calls; split apart, each would need the other's private helpers.
+
 // Creating, updating, reading and deleting objects.
 
 /// An object's row key: stable for the object's life, unique within its class.

@@ -1,3 +1,7 @@
+// One file over 600 lines: RQL to SQL. Key paths, comparisons, quantifiers, aggregates and
+// subqueries call into each other recursively over one compiler state (aliases, parameters,
+// joins, read access); split, that state would be shared across files.
+
 /// A query compiled to SQL over one class, with its parameters bound by number (`?N`).
 struct CompiledQuery {
     /// `FROM "Class" AS t LEFT JOIN ...`
