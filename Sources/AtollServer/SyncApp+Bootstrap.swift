@@ -226,7 +226,7 @@ extension SyncApp {
         while s.bootstrap == nil, !s.backlog.isEmpty {
             let (message, bytes) = s.backlog.removeFirst()
             s.connection.pendingBytes.subtract(bytes, ordering: .relaxed)
-            pendingBytes.subtract(bytes, ordering: .relaxed)
+            releaseBacklog(s, bytes)
             guard !s.connection.throttled, !s.connection.endIfExpired() else { continue }
             handle(message, from: s.connection)
         }

@@ -113,6 +113,8 @@ package final class SyncApp: @unchecked Sendable {
     /// Session numbers whose bind failed, per connection: messages the client sent for them
     /// before it learned of the failure (its query, its uploads) are dropped, not an error.
     var failedBinds: [ObjectIdentifier: Set<Int64>] = [:]
+    /// Bytes of each user's messages waiting in its sessions' backlogs (bootstraps running).
+    var heldBytes: [String: Int] = [:]
     /// How many objects a bootstrap reads from the store at a time (their metadata is read with
     /// one list of keys, which `ObjectMetadata.load` takes up to 500 long).
     static let bootstrapPage = 500
@@ -230,7 +232,7 @@ package final class SyncApp: @unchecked Sendable {
             let gone = sessions.removeValue(forKey: ObjectIdentifier(connection)) ?? [:]
             for s in gone.values {
                 s.bootstrap?.cancelled.store(true, ordering: .relaxed)
-                pendingBytes.subtract(s.backlog.reduce(0) { $0 + $1.bytes }, ordering: .relaxed)
+                releaseBacklog(s, s.backlog.reduce(0) { $0 + $1.bytes })
                 s.backlog = []
             }
             metrics.update { $0.sessions -= gone.count }
@@ -243,8 +245,17 @@ package final class SyncApp: @unchecked Sendable {
         let type = (try? message.string("type")) ?? ""
         let sessionNumber = try? message.int("session")
         if type != "bind", let n = sessionNumber, failedBinds[ObjectIdentifier(connection)]?.contains(n) == true { return }
-        // A session whose bootstrap runs handles its messages after it, in order.
+        // A session whose bootstrap runs handles its messages after it, in order. What waits so
+        // is bounded per user, so that one user cannot fill the app's bound on waiting messages
+        // (`maxPendingBytesPerApp`) and have everyone else's large messages refused.
         if type != "bind", type != "ping", let n = sessionNumber, let s = sessions[ObjectIdentifier(connection)]?[n], s.bootstrap != nil {
+            let held = (heldBytes[connection.user.id] ?? 0) + bytes
+            guard held <= limits.maxPendingBytes else {
+                let error = SyncErrorMessage(.tooManyMessages, "more than \(limits.maxPendingBytes) bytes of this user's messages wait for "
+                                             + "their sessions' bootstraps", session: n, retryAfter: 1)
+                return refuse(connection, error, reason: "messages waiting for a bootstrap")
+            }
+            heldBytes[connection.user.id] = held
             connection.pendingBytes.add(bytes, ordering: .relaxed)
             pendingBytes.add(bytes, ordering: .relaxed)
             s.backlog.append((message, bytes))
@@ -333,6 +344,14 @@ package final class SyncApp: @unchecked Sendable {
             throw SyncErrorMessage(.badMessage, "no session \(n) is bound on this connection")
         }
         return s
+    }
+
+    /// Uncounts `bytes` of a session's backlog (handled, or dropped with its connection).
+    func releaseBacklog(_ s: Session, _ bytes: Int) {
+        guard bytes > 0 else { return }
+        pendingBytes.subtract(bytes, ordering: .relaxed)
+        let left = (heldBytes[s.user.id] ?? 0) - bytes
+        heldBytes[s.user.id] = left > 0 ? left : nil
     }
 
     /// Registers a bound session.

@@ -80,4 +80,39 @@ final class BootstrapBacklogTests: XCTestCase {
         app.connectionClosed(connection)
         app.close()
     }
+
+    func testWhatOneUserHasWaitingForItsBootstrapsIsBounded() throws {
+        let app = try SyncApp(configuration: AppConfiguration(json: try EJSON.parse(Simulation.appJSON)), directory: simulationDirectory(),
+                              log: Logger(level: .error), metrics: Metrics())
+        app.limits = SyncLimits(maxUploadsPerSecond: 0, maxPendingBytes: 4000)
+        let waiting = Waiting()
+        app.bootstrapRunner = { _, work in waiting.jobs.append(work) }
+        let transport = Transport()
+        let connection = SyncConnection(transport: transport, user: RuleUser(id: "u"), app: app)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        app.queue.sync {
+            connection.receive(#"{"type":"bind","session":1,"mode":"flexible","file":null,"downloadCursor":0}"#)
+            connection.receive(#"{"type":"query","session":1,"version":1,"queries":[{"name":"all","class":"Item","query":"TRUEPREDICATE","args":[]}]}"#)
+        }
+        // Uploads of about 1 kB each while the bootstrap waits: the fourth goes past 4,000 bytes.
+        for v in 1...5 {
+            let text = #"{"type":"upload","session":1,"changesets":[{"clientVersion":\#(v),"lastServerVersion":0,"clock":[\#(now + Int64(v)),0,77],"#
+                + #""instructions":[{"op":"create","class":"Item","primaryKey":"k\#(v)","object":{"text":"\#(String(repeating: "x", count: 900))","n":1,"owner":""}}]}]}"#
+            app.queue.sync { connection.receive(text) }
+        }
+        let errors = transport.sent.compactMap { try? Wire.decode($0) }.filter { (try? $0.string("type")) == "error" }
+        XCTAssertEqual(errors.compactMap { try? $0.string("code") }, ["tooManyMessages"], "\(transport.sent)")
+        XCTAssertEqual(transport.closeCode, 1008)
+        // Three held (about 3,200 bytes); the fourth was refused, the fifth not read.
+        let held = app.queue.sync { app.heldBytes["u"] ?? 0 }
+        XCTAssertGreaterThan(held, 3000)
+        XCTAssertLessThanOrEqual(held, 4000)
+        // The connection goes: what it had waiting is uncounted, and nothing of it is integrated.
+        app.connectionClosed(connection)
+        waiting.runAll()
+        XCTAssertEqual(app.queue.sync { app.heldBytes["u"] }, nil)
+        XCTAssertEqual(app.pendingBytes.load(ordering: .relaxed), 0)
+        XCTAssertEqual(app.queue.sync { app.latestVersion }, 0)
+        app.close()
+    }
 }
