@@ -49,4 +49,14 @@ final class QueryNestedMixedTests: XCTestCase {
         XCTAssertEqual(try store.objects("Box", where: "value.l[0].m.@type == 'int'").count(), 1)
         XCTAssertEqual(try store.objects("Box", where: "value.l[0].@size == 1").count(), 1)
     }
+
+    func testAPathDeeperThanTheLimitIsAQueryErrorNotAnSQLiteOne() throws {
+        let store = try boxStore()
+        let deep = "value" + String(repeating: ".k", count: QueryCompiler.maxNestedSteps + 1) + " == 7"
+        XCTAssertThrowsError(try store.objects("Box", where: deep).count()) { error in
+            XCTAssertEqual((error as? AtollError)?.code, .queryInvalid, "\(error)")
+        }
+        let atTheLimit = "value" + String(repeating: ".k", count: QueryCompiler.maxNestedSteps) + " == 7"
+        XCTAssertEqual(try store.objects("Box", where: atTheLimit).count(), 0)
+    }
 }

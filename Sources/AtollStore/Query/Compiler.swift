@@ -582,6 +582,9 @@ final class QueryCompiler {
         return Operand("\(side).value", type: p.type == .mixed ? "\(side).type" : nil, p)
     }
 
+    /// How deep a key path may go into the collections nested in a mixed value.
+    static let maxNestedSteps = 100
+
     /// The rest of a key path after a single value: nothing, `@type` and subscripts of a
     /// mixed value, `@size` of a string.
     private func valuePath(_ operand: Operand, _ rest: [PathPart], position: Int, path: [PathPart], quantifier: Quantifier?,
@@ -592,6 +595,10 @@ final class QueryCompiler {
             AtollError(.queryInvalid, "\(message) (in '\(pathText(path))' at position \(position))")
         }
         if let type = operand.type {
+            // One SQL call takes the whole path (SQLite takes at most 127 arguments to a function).
+            if case .operation = next {} else if (operand.nested?.keys.count ?? 0) >= Self.maxNestedSteps {
+                throw invalid("a key path goes at most \(Self.maxNestedSteps) steps into a mixed value's nested collections")
+            }
             switch next {
             case .operation("@type"):
                 guard rest.count == 1 else { throw invalid("nothing may follow '@type'") }
