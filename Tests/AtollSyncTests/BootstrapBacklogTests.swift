@@ -6,7 +6,8 @@ import Foundation
 import XCTest
 
 /// A session's messages that wait for its bootstrap are handled after it as they would have been
-/// when they came: not at all for a connection whose token expired meanwhile.
+/// when they came: not at all for a connection whose token expired meanwhile, and within a bound
+/// per user.
 final class BootstrapBacklogTests: XCTestCase {
     /// A connection's server end that keeps what is sent and how it closed.
     final class Transport: SyncTransport, @unchecked Sendable {
@@ -15,104 +16,98 @@ final class BootstrapBacklogTests: XCTestCase {
         func send(_ text: String) throws { sent.append(text) }
         func close(code: UInt16, reason: String) { closeCode = code }
         var remoteAddress: String { "test" }
+
+        /// The `type` of each message sent, and the `code` of each error.
+        var types: [String] { sent.compactMap { try? Wire.decode($0) }.compactMap { try? $0.string("type") } }
+        var errorCodes: [String] {
+            sent.compactMap { try? Wire.decode($0) }.filter { (try? $0.string("type")) == "error" }.compactMap { try? $0.string("code") }
+        }
     }
 
-    /// The bootstraps the app started, run by the test (as the simulation does).
-    final class Waiting: @unchecked Sendable {
-        var jobs: [@Sendable () -> Void] = []
-        func runAll() { while !jobs.isEmpty { jobs.removeFirst()() } }
+    /// The simulation's app, one connection of user "u" to it, and the bootstraps it starts, run
+    /// when the test says (as the simulation does).
+    struct World {
+        let app: SyncApp
+        let bootstraps = SimBootstraps()
+        let transport = Transport()
+        let connection: SyncConnection
+
+        init(_ test: XCTestCase, limits: SyncLimits? = nil, expiresAt: Double? = nil) throws {
+            app = try SyncApp(configuration: AppConfiguration(json: try EJSON.parse(Simulation.appJSON)), directory: test.simulationDirectory(),
+                              log: Logger(level: .error), metrics: Metrics())
+            if let limits { app.limits = limits }
+            app.bootstrapRunner = { [bootstraps] _, work in bootstraps.add(work) }
+            connection = SyncConnection(transport: transport, user: RuleUser(id: "u"), app: app, expiresAt: expiresAt)
+        }
+
+        func receive(_ text: String) { app.queue.sync { connection.receive(text) } }
+
+        /// Binds session 1 as a new file and subscribes to every Item: its bootstrap waits.
+        func bindAndSubscribe() {
+            receive(#"{"type":"bind","session":1,"mode":"flexible","file":null,"downloadCursor":0}"#)
+            receive(#"{"type":"query","session":1,"version":1,"queries":[{"name":"all","class":"Item","query":"TRUEPREDICATE","args":[]}]}"#)
+        }
+
+        /// Uploads changeset `version`, the create of Item `k<version>` with `text`.
+        func upload(_ version: Int, text: String) {
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            receive(#"{"type":"upload","session":1,"changesets":[{"clientVersion":\#(version),"lastServerVersion":0,"clock":[\#(now + Int64(version)),0,77],"#
+                    + #""instructions":[{"op":"create","class":"Item","primaryKey":"k\#(version)","object":{"text":"\#(text)","n":1,"owner":""}}]}]}"#)
+        }
+
+        var latestVersion: UInt64 { app.queue.sync { app.latestVersion } }
+        var pendingBytes: Int { app.pendingBytes.load(ordering: .relaxed) }
+
+        func close() {
+            app.connectionClosed(connection)
+            bootstraps.runAll()
+            app.close()
+        }
     }
 
     func testAnUploadThatWaitedForABootstrapIsNotIntegratedAfterItsTokenExpired() throws {
-        let directory = simulationDirectory()
-        let app = try SyncApp(configuration: AppConfiguration(json: try EJSON.parse(Simulation.appJSON)), directory: directory,
-                              log: Logger(level: .error), metrics: Metrics())
-        let waiting = Waiting()
-        app.bootstrapRunner = { _, work in waiting.jobs.append(work) }
-        let transport = Transport()
-        let connection = SyncConnection(transport: transport, user: RuleUser(id: "u"), app: app,
-                                        expiresAt: Date().timeIntervalSince1970 + 0.5)
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        for text in [
-            #"{"type":"bind","session":1,"mode":"flexible","file":null,"downloadCursor":0}"#,
-            #"{"type":"query","session":1,"version":1,"queries":[{"name":"all","class":"Item","query":"TRUEPREDICATE","args":[]}]}"#,
-            #"{"type":"upload","session":1,"changesets":[{"clientVersion":1,"lastServerVersion":0,"clock":[\#(now),0,77],"#
-                + #""instructions":[{"op":"create","class":"Item","primaryKey":"k1","object":{"text":"late","n":1,"owner":""}}]}]}"#,
-        ] {
-            app.queue.sync { connection.receive(text) }
-        }
-        XCTAssertEqual(waiting.jobs.count, 1, "the query's bootstrap waits; the upload waits behind it")
+        let world = try World(self, expiresAt: Date().timeIntervalSince1970 + 0.5)
+        world.bindAndSubscribe()
+        world.upload(1, text: "late")
+        XCTAssertEqual(world.bootstraps.count, 1, "the query's bootstrap waits; the upload waits behind it")
         Thread.sleep(forTimeInterval: 0.7)
-        waiting.runAll()
-        XCTAssertEqual(app.queue.sync { app.latestVersion }, 0, "the upload was integrated after its token expired")
-        XCTAssertEqual(transport.closeCode, 1008)
-        XCTAssertEqual(app.pendingBytes.load(ordering: .relaxed), 0)
-        app.connectionClosed(connection)
-        app.close()
+        world.bootstraps.runAll()
+        XCTAssertEqual(world.latestVersion, 0, "the upload was integrated after its token expired")
+        XCTAssertEqual(world.transport.closeCode, 1008)
+        XCTAssertEqual(world.pendingBytes, 0)
+        world.close()
     }
 
     func testAnUploadThatWaitedForABootstrapIsIntegratedAfterIt() throws {
-        let directory = simulationDirectory()
-        let app = try SyncApp(configuration: AppConfiguration(json: try EJSON.parse(Simulation.appJSON)), directory: directory,
-                              log: Logger(level: .error), metrics: Metrics())
-        let waiting = Waiting()
-        app.bootstrapRunner = { _, work in waiting.jobs.append(work) }
-        let transport = Transport()
-        let connection = SyncConnection(transport: transport, user: RuleUser(id: "u"), app: app)
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        for text in [
-            #"{"type":"bind","session":1,"mode":"flexible","file":null,"downloadCursor":0}"#,
-            #"{"type":"query","session":1,"version":1,"queries":[{"name":"all","class":"Item","query":"TRUEPREDICATE","args":[]}]}"#,
-            #"{"type":"upload","session":1,"changesets":[{"clientVersion":1,"lastServerVersion":0,"clock":[\#(now),0,77],"#
-                + #""instructions":[{"op":"create","class":"Item","primaryKey":"k1","object":{"text":"on time","n":1,"owner":""}}]}]}"#,
-        ] {
-            app.queue.sync { connection.receive(text) }
-        }
-        XCTAssertEqual(app.queue.sync { app.latestVersion }, 0, "the upload waits for the bootstrap")
-        XCTAssertGreaterThan(app.pendingBytes.load(ordering: .relaxed), 0, "the waiting upload's bytes stay counted")
-        waiting.runAll()
-        XCTAssertEqual(app.queue.sync { app.latestVersion }, 1)
-        XCTAssertEqual(app.pendingBytes.load(ordering: .relaxed), 0)
-        let types = transport.sent.compactMap { try? Wire.decode($0) }.compactMap { try? $0.string("type") }
+        let world = try World(self)
+        world.bindAndSubscribe()
+        world.upload(1, text: "on time")
+        XCTAssertEqual(world.latestVersion, 0, "the upload waits for the bootstrap")
+        XCTAssertGreaterThan(world.pendingBytes, 0, "the waiting upload's bytes stay counted")
+        world.bootstraps.runAll()
+        XCTAssertEqual(world.latestVersion, 1)
+        XCTAssertEqual(world.pendingBytes, 0)
         // The bootstrap, its completion, then the upload's acknowledgement.
-        XCTAssertEqual(Array(types.suffix(3)), ["download", "queryComplete", "uploadAck"], "\(types)")
-        XCTAssertNil(transport.closeCode)
-        app.connectionClosed(connection)
-        app.close()
+        XCTAssertEqual(Array(world.transport.types.suffix(3)), ["download", "queryComplete", "uploadAck"], "\(world.transport.types)")
+        XCTAssertNil(world.transport.closeCode)
+        world.close()
     }
 
     func testWhatOneUserHasWaitingForItsBootstrapsIsBounded() throws {
-        let app = try SyncApp(configuration: AppConfiguration(json: try EJSON.parse(Simulation.appJSON)), directory: simulationDirectory(),
-                              log: Logger(level: .error), metrics: Metrics())
-        app.limits = SyncLimits(maxUploadsPerSecond: 0, maxPendingBytes: 4000)
-        let waiting = Waiting()
-        app.bootstrapRunner = { _, work in waiting.jobs.append(work) }
-        let transport = Transport()
-        let connection = SyncConnection(transport: transport, user: RuleUser(id: "u"), app: app)
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        app.queue.sync {
-            connection.receive(#"{"type":"bind","session":1,"mode":"flexible","file":null,"downloadCursor":0}"#)
-            connection.receive(#"{"type":"query","session":1,"version":1,"queries":[{"name":"all","class":"Item","query":"TRUEPREDICATE","args":[]}]}"#)
-        }
+        let world = try World(self, limits: SyncLimits(maxUploadsPerSecond: 0, maxPendingBytes: 4000))
+        world.bindAndSubscribe()
         // Uploads of about 1 kB each while the bootstrap waits: the fourth goes past 4,000 bytes.
-        for v in 1...5 {
-            let text = #"{"type":"upload","session":1,"changesets":[{"clientVersion":\#(v),"lastServerVersion":0,"clock":[\#(now + Int64(v)),0,77],"#
-                + #""instructions":[{"op":"create","class":"Item","primaryKey":"k\#(v)","object":{"text":"\#(String(repeating: "x", count: 900))","n":1,"owner":""}}]}]}"#
-            app.queue.sync { connection.receive(text) }
-        }
-        let errors = transport.sent.compactMap { try? Wire.decode($0) }.filter { (try? $0.string("type")) == "error" }
-        XCTAssertEqual(errors.compactMap { try? $0.string("code") }, ["tooManyMessages"], "\(transport.sent)")
-        XCTAssertEqual(transport.closeCode, 1008)
+        for v in 1...5 { world.upload(v, text: String(repeating: "x", count: 900)) }
+        XCTAssertEqual(world.transport.errorCodes, ["tooManyMessages"], "\(world.transport.sent)")
+        XCTAssertEqual(world.transport.closeCode, 1008)
         // Three held (about 3,200 bytes); the fourth was refused, the fifth not read.
-        let held = app.queue.sync { app.heldBytes["u"] ?? 0 }
+        let held = world.app.queue.sync { world.app.heldBytes["u"] ?? 0 }
         XCTAssertGreaterThan(held, 3000)
         XCTAssertLessThanOrEqual(held, 4000)
         // The connection goes: what it had waiting is uncounted, and nothing of it is integrated.
-        app.connectionClosed(connection)
-        waiting.runAll()
-        XCTAssertEqual(app.queue.sync { app.heldBytes["u"] }, nil)
-        XCTAssertEqual(app.pendingBytes.load(ordering: .relaxed), 0)
-        XCTAssertEqual(app.queue.sync { app.latestVersion }, 0)
-        app.close()
+        world.close()
+        XCTAssertNil(world.app.heldBytes["u"])
+        XCTAssertEqual(world.pendingBytes, 0)
+        XCTAssertEqual(world.app.latestVersion, 0)
     }
 }

@@ -5,13 +5,22 @@ import XCTest
 /// What a session reports when its own work on the device fails (an error of the client's, not
 /// the server's), and when the server sends what the protocol does not have.
 final class ClientErrorTests: XCTestCase {
-    func testALocalFailureIsTheClientsOwnErrorNotTheServers() throws {
+    /// A simulation of one device, bound and subscribed, with nothing left to do.
+    private func settledDevice() throws -> Simulation {
         var configuration = SimConfiguration()
         configuration.devices = 1
         configuration.users = 1
         let sim = try Simulation(configuration: configuration, directory: simulationDirectory() + "/run")
+        do { try sim.settle() } catch {
+            sim.close()
+            throw error
+        }
+        return sim
+    }
+
+    func testALocalFailureIsTheClientsOwnErrorNotTheServers() throws {
+        let sim = try settledDevice()
         defer { sim.close() }
-        try sim.settle()
         let device = sim.devices[0]
         // The table of pending changes is gone: preparing the next upload fails on the device.
         let store = device.session.store
@@ -26,12 +35,8 @@ final class ClientErrorTests: XCTestCase {
     }
 
     func testAMessageOfUnknownTypeIsBadMessageAndTheConnectionIsMadeAgain() throws {
-        var configuration = SimConfiguration()
-        configuration.devices = 1
-        configuration.users = 1
-        let sim = try Simulation(configuration: configuration, directory: simulationDirectory() + "/run")
+        let sim = try settledDevice()
         defer { sim.close() }
-        try sim.settle()
         let device = sim.devices[0]
         XCTAssertTrue(device.link.isConnected)
         device.link.inject(#"{"type":"surprise","session":\#(device.session.number)}"#)

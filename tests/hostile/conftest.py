@@ -108,8 +108,9 @@ class Raw:
         self.client_version = 0
         self.ident = 0
         # The clock's node before the server hands out a file (a bind with a known file): a
-        # device's own random one, as a real client's.
+        # device's own random one, as a real client's. A test may set `node` to borrow one.
         self._node = random.randint(1 << 40, 1 << 62)
+        self.node_override: Optional[int] = None
 
     def send(self, message: Any) -> None:
         self.conn.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
@@ -163,7 +164,11 @@ class Raw:
     @property
     def node(self) -> int:
         """The node of this client's clocks: its file's ident once it has one."""
-        return self.ident or self._node
+        return self.node_override or self.ident or self._node
+
+    @node.setter
+    def node(self, value: int) -> None:
+        self.node_override = value
 
     def changeset(self, instructions: List[Dict[str, Any]]) -> Dict[str, Any]:
         self.client_version += 1

@@ -501,14 +501,8 @@ def test_a_changeset_clock_that_is_not_the_clients_own_is_refused(world: Dict[st
                                   "value": "forged"}])
         forged["clock"] = forge(conn)
         conn.send({"type": "upload", "session": 1, "changesets": [forged]})
-        close, messages = conn.closed_with()
-    errors = [m for m in messages if m["type"] == "error"]
-    assert [e["code"] for e in errors] == ["badMessage"] and close is not None, messages
-    assert "clock" in errors[0]["message"], errors
-    with Raw(server, APP, login_anonymous(server, APP)["access_token"]) as check:
-        check.bind(schema=SCHEMA)
-        boot = subscribe(check, f"_id == '{key}'", [], "Board", 1)
-        assert [i["object"]["text"] for i in download_instructions(boot)] == ["honest"]
+        assert_closed_with_bad_message(conn, "clock")
+    assert [i["object"]["text"] for i in stored_boards(server, f"_id == '{key}'")] == ["honest"]
     tried()
 
 
@@ -527,22 +521,31 @@ def test_a_node_another_users_device_used_is_refused(world: Dict[str, Any]) -> N
     with Raw(server, APP, owner["access_token"]) as again:
         again.bind(schema=SCHEMA)
         subscribe(again, "TRUEPREDICATE", [], "Board", 1)
-        again.ident = node
+        again.node = node
         upload(again, [create("Board", "node-owner-again", {"text": "mine too"})])
     with Raw(server, APP, login_anonymous(server, APP)["access_token"]) as thief:
         thief.bind(schema=SCHEMA)
         subscribe(thief, "TRUEPREDICATE", [], "Board", 1)
-        thief.ident = node
+        thief.node = node
         thief.upload([create("Board", "node-thief", {"text": "tied"})])
-        close, messages = thief.closed_with()
+        assert_closed_with_bad_message(thief, "another user's")
+    assert sorted(i["primaryKey"] for i in stored_boards(server, "_id BEGINSWITH 'node-'")) == ["node-owner", "node-owner-again"]
+    tried()
+
+
+def assert_closed_with_bad_message(conn: Raw, words: str) -> None:
+    """The server answers `badMessage` (saying `words`) and closes the connection."""
+    close, messages = conn.closed_with()
     errors = [m for m in messages if m["type"] == "error"]
     assert [e["code"] for e in errors] == ["badMessage"] and close is not None, messages
-    assert "another user's" in errors[0]["message"], errors
+    assert words in errors[0]["message"], errors
+
+
+def stored_boards(server: Server, query: str) -> List[Dict[str, Any]]:
+    """The Boards matching `query` as a new anonymous user's bootstrap brings them."""
     with Raw(server, APP, login_anonymous(server, APP)["access_token"]) as check:
         check.bind(schema=SCHEMA)
-        boot = subscribe(check, "_id BEGINSWITH 'node-'", [], "Board", 1)
-        assert sorted(i["primaryKey"] for i in download_instructions(boot)) == ["node-owner", "node-owner-again"]
-    tried()
+        return download_instructions(subscribe(check, query, [], "Board", 1))
 
 
 @pytest.mark.parametrize("versions", [[2, 1], [1, 1], [3, 2]], ids=["backwards", "twice", "after-a-gap"])

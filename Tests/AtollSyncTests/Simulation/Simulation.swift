@@ -180,7 +180,7 @@ final class Simulation {
     /// Closes every session and the server.
     func close() {
         for d in devices { d.close() }
-        while bootstraps.runOne() {}
+        bootstraps.runAll()
         server.close()
     }
 
@@ -221,7 +221,7 @@ final class Simulation {
         case let .subscribe(d, view): try devices[d].subscribe(view)
         case .bootstrap: bootstraps.runOne()
         }
-        if !configuration.deferredBootstraps { while bootstraps.runOne() {} }
+        if !configuration.deferredBootstraps { bootstraps.runAll() }
     }
 
     /// Stops the server (every connection is cut), runs `meanwhile` on its closed files, and
@@ -229,7 +229,7 @@ final class Simulation {
     private func restartServer(_ meanwhile: () throws -> Void) throws {
         for d in devices { d.link.disconnect(notifyServer: false) }
         // Those started before the stop end before it (their sessions' connections are gone).
-        while bootstraps.runOne() {}
+        bootstraps.runAll()
         server.close()
         try meanwhile()
         server = try Self.openServer(directory + "/server", time, bootstraps)
@@ -313,7 +313,10 @@ final class Simulation {
 final class SimBootstraps: @unchecked Sendable {
     private var pending: [@Sendable () -> Void] = []
     var isEmpty: Bool { pending.isEmpty }
+    var count: Int { pending.count }
     func add(_ job: @escaping @Sendable () -> Void) { pending.append(job) }
+    /// Runs them all, and those they start.
+    func runAll() { while runOne() {} }
     /// Runs the oldest; false when none waits.
     @discardableResult
     func runOne() -> Bool {
