@@ -26,7 +26,7 @@
 #   make fuzz    the fuzz targets (tests/fuzz: objects, rql, sync, http) built with libFuzzer into
 #                .build-fuzz, each run FUZZ_SECONDS (default 20); fails on any crash (docs/testing.md)
 #   make install installs the library, header, atoll.pc, the CMake package and bin/atoll under PREFIX
-#   make clean   removes build/, .build/ and .build-fuzz/ (distclean also removes .venv)
+#   make clean   removes build/, .build/, .build-fuzz/ and .build-local/ (distclean also removes .venv)
 #
 # Debug or release: libatoll.so is built in release everywhere (SWIFT_CONFIG, default release:
 # it builds faster here, ~3 s vs ~7 s for a small package, and runs faster). `swift build`, the
@@ -58,6 +58,8 @@ PYTHON_TOOLS := pytest websockets playwright
 # The Debian python, when there is one: a pyenv shim earlier in PATH has no Debian venv/pip.
 SYSTEM_PYTHON := $(if $(wildcard /usr/bin/python3),/usr/bin/python3,$(shell command -v python3))
 LIBATOLL := $(CURDIR)/.build/$(SWIFT_CONFIG)/libatoll.so
+# The local-only build of the typed API (the package trait Sync off: tests/build/local-only.sh).
+LOCAL_SCRATCH := .build-local
 PYTHON_TESTS := bindings/python/tests
 # The sync suites that run twice in `make test`: on SQLite, and with the servers' data in
 # PostgreSQL (docs/testing.md, "Several instances").
@@ -165,6 +167,8 @@ test: deps build
 	ATOLL_SIM_SCHEDULES=$(SIM_SCHEDULES) $(SWIFT) test || failed="$$failed swift-test"; \
 	echo "== swift test: the sync suites again, the servers' data in PostgreSQL (ATOLL_SYNC_STORE=postgres)"; \
 	ATOLL_SYNC_STORE=postgres $(SWIFT) test --skip-build $(SYNC_SWIFT_SUITES) || failed="$$failed swift-sync-postgres"; \
+	echo "== a local-only Swift app (the package trait Sync off, into $(LOCAL_SCRATCH)) links no network library"; \
+	tests/build/local-only.sh $(LOCAL_SCRATCH) .build/$(SWIFT_CONFIG)/atoll-sync-example || failed="$$failed local-only"; \
 	echo "== ctest ($(BUILD_DIR))"; \
 	(cd $(BUILD_DIR) && ATOLL_SERVER=$(ATOLL_SERVER) ctest --output-on-failure -j $(JOBS)) || failed="$$failed ctest"; \
 	echo "== pytest $(PYTHON_TESTS) $(CLI_TESTS) (ATOLL_LIBRARY=$(LIBATOLL), ATOLL_CLI=$(ATOLL_CLI))"; \
@@ -326,7 +330,7 @@ install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD_DIR) .build $(FUZZ_SCRATCH)
+	rm -rf $(BUILD_DIR) .build $(FUZZ_SCRATCH) $(LOCAL_SCRATCH)
 
 distclean: clean
 	rm -rf $(VENV)

@@ -1,9 +1,13 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // Atoll: an offline-first object database on SQLite, with a C ABI (libatoll.so).
-// Layers (docs/architecture.md): CSQLite, CJansson <- AtollStore <- AtollJSON <- AtollC; the typed
-// Swift API Atoll on AtollStore; the atoll-cli executable on AtollJSON.
+// Layers (docs/architecture.md): CSQLite, CJansson <- AtollStore <- AtollJSON; AtollNet (epoll,
+// wslay, http-parser, OpenSSL); AtollProtocol on AtollStore and AtollJSON; the sync client
+// AtollSync and the sync server AtollServer on those (and AtollAuth); the C ABI AtollC on the
+// store, JSON and the sync client; the typed Swift API Atoll on AtollStore, and on AtollSync and
+// AtollProtocol only with the trait `Sync` (on by default: a local-only app turns it off and
+// links no network library); the atoll-cli executable on AtollJSON.
 let package = Package(
     name: "Atoll",
     products: [
@@ -22,6 +26,10 @@ let package = Package(
         .library(name: "AtollAuth", targets: ["AtollAuth"]),
         .library(name: "AtollServer", targets: ["AtollServer"]),
         .library(name: "AtollSync", targets: ["AtollSync"]),
+    ],
+    traits: [
+        .trait(name: "Sync", description: "The typed API's sync (App, User, synced realms): AtollSync and its network libraries."),
+        .default(enabledTraits: ["Sync"]),
     ],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
@@ -46,7 +54,8 @@ let package = Package(
                                                     "CJansson", "COpenSSL"]),
         .target(name: "AtollSync", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson"]),
         .executableTarget(name: "atoll-server", dependencies: ["AtollServer", "AtollNet", "AtollJSON", "AtollStore"]),
-        .target(name: "Atoll", dependencies: ["AtollStore", "AtollSync", "AtollProtocol"]),
+        .target(name: "Atoll", dependencies: ["AtollStore", .target(name: "AtollSync", condition: .when(traits: ["Sync"])),
+                                              .target(name: "AtollProtocol", condition: .when(traits: ["Sync"]))]),
         .target(
             name: "AtollC",
             dependencies: ["AtollStore", "AtollJSON", "AtollSync", "AtollProtocol", "CJansson"],

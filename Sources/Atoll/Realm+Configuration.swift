@@ -16,8 +16,11 @@ extension Realm {
         /// Names an in-memory realm: realms of this process opened with the same identifier
         /// share its data, which is gone when the last one closes.
         public var inMemoryIdentifier: String?
+        #if Sync
         /// How the realm syncs (nil: a local realm); see `User.flexibleSyncConfiguration(...)`.
+        /// (A synced realm's configuration is made with `init(fileURL:…syncConfiguration:…)`.)
         public var syncConfiguration: SyncConfiguration?
+        #endif
         /// Opens the file read-only: writes fail with `.readOnly`.
         public var readOnly = false
         /// The version of the classes; raise it when they change in a way that needs a
@@ -35,14 +38,13 @@ extension Realm {
         /// the file as they come (outside write transactions).
         public var objectTypes: [ObjectBase.Type]?
 
-        public init(fileURL: URL? = nil, inMemoryIdentifier: String? = nil, syncConfiguration: SyncConfiguration? = nil, readOnly: Bool = false,
+        public init(fileURL: URL? = nil, inMemoryIdentifier: String? = nil, readOnly: Bool = false,
                     schemaVersion: UInt64 = 0, migrationBlock: MigrationBlock? = nil,
                     deleteRealmIfMigrationNeeded: Bool = false,
                     shouldCompactOnLaunch: (@Sendable (Int, Int) -> Bool)? = nil,
                     objectTypes: [ObjectBase.Type]? = nil) {
             self.fileURL = fileURL ?? (inMemoryIdentifier == nil ? Configuration.defaultFileURL : nil)
             self.inMemoryIdentifier = inMemoryIdentifier
-            self.syncConfiguration = syncConfiguration
             self.readOnly = readOnly
             self.schemaVersion = schemaVersion
             self.migrationBlock = migrationBlock
@@ -264,3 +266,11 @@ extension Realm {
         AtollError(.typeMismatch, "property '\(p.name)' holds \(p.typeName); got \(type(of: any))")
     }
 }
+
+#if !Sync
+extension Realm.Configuration {
+    /// A local-only build (the package trait `Sync` off) has no sync: no realm has a session to
+    /// start.
+    func startSync() throws -> AnyObject? { nil }
+}
+#endif

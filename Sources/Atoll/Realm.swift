@@ -27,9 +27,9 @@ public final class Realm: @unchecked Sendable {
     private let liveRealm: Realm?
     /// The classes of `configuration.objectTypes` with those they link to (nil without).
     private let configuredClasses: [ObjectClass]?
-    /// The sync session of a synced realm (SyncConfiguration.swift), released after the store
-    /// closes.
-    let syncLease: SyncLease?
+    /// What holds the sync session of a synced realm open (SyncConfiguration.swift's
+    /// `SyncLease`), released after the store closes; nil for a local realm.
+    let syncLease: AnyObject?
     private let lock = NSRecursiveLock()
     private var pendingError: AtollError?
     private var _lastError: AtollError?
@@ -54,12 +54,12 @@ public final class Realm: @unchecked Sendable {
     ///   `.schemaMismatch` (a migration is needed and none was given); `SyncError` when the
     ///   session cannot start (a logged-out user).
     public convenience init(configuration: Configuration) throws {
-        try self.init(configuration: configuration, syncLease: try configuration.syncPlan().map { try SyncLease.open($0, behavior: .never) })
+        try self.init(configuration: configuration, syncLease: try configuration.startSync())
     }
 
     /// Opens the realm of a configuration, holding the sync session opened for it (nil for a
     /// local realm): the session is released when the realm goes.
-    init(configuration: Configuration, syncLease: SyncLease?) throws {
+    init(configuration: Configuration, syncLease: AnyObject?) throws {
         self.configuration = configuration
         isFrozen = false
         liveRealm = nil
@@ -436,7 +436,9 @@ public final class Realm: @unchecked Sendable {
     /// copied without the sync state (see `writeSyncedCopy`).
     /// - Throws: `.file` when the destination exists, `.invalidArgument`.
     public func writeCopy(configuration: Configuration) throws {
+        #if Sync
         if try writeSyncedCopy(configuration: configuration) { return }
+        #endif
         try store.writeCopy(to: configuration.storeConfiguration)
     }
 

@@ -1,3 +1,5 @@
+// Sync (the package trait `Sync`, on by default): absent from a local-only build.
+#if Sync
 import AtollProtocol
 import AtollStore
 import AtollSync
@@ -325,3 +327,4 @@ public final class User: @unchecked Sendable, Hashable, CustomStringConvertible 
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(engine)) }
     public var description: String { "User(\(id), \(state.rawValue))" }
 }
+#endif

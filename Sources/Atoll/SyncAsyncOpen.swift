@@ -1,3 +1,5 @@
+// Sync (the package trait `Sync`, on by default): absent from a local-only build.
+#if Sync
 import AtollStore
 import AtollSync
 import Foundation
@@ -242,3 +244,4 @@ final class OpenDriver: @unchecked Sendable {
         begin()
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Sync (the package trait `Sync`, on by default): absent from a local-only build.
+#if Sync
 import AtollProtocol
 import AtollStore
 import AtollSync
@@ -223,6 +225,23 @@ struct SyncOpenPlan: @unchecked Sendable {
 }
 
 extension Realm.Configuration {
+    /// A synced realm's configuration (Realm Swift's, with `syncConfiguration`); a local one is
+    /// made with the initialiser without it.
+    public init(fileURL: URL? = nil, inMemoryIdentifier: String? = nil, syncConfiguration: SyncConfiguration?, readOnly: Bool = false,
+                schemaVersion: UInt64 = 0, migrationBlock: Realm.MigrationBlock? = nil, deleteRealmIfMigrationNeeded: Bool = false,
+                shouldCompactOnLaunch: (@Sendable (Int, Int) -> Bool)? = nil, objectTypes: [ObjectBase.Type]? = nil) {
+        self.init(fileURL: fileURL, inMemoryIdentifier: inMemoryIdentifier, readOnly: readOnly, schemaVersion: schemaVersion,
+                  migrationBlock: migrationBlock, deleteRealmIfMigrationNeeded: deleteRealmIfMigrationNeeded,
+                  shouldCompactOnLaunch: shouldCompactOnLaunch, objectTypes: objectTypes)
+        self.syncConfiguration = syncConfiguration
+    }
+
+    /// Starts the session of a synced realm without waiting for the server: the lease the realm
+    /// holds (nil for a local realm).
+    func startSync() throws -> AnyObject? {
+        try syncPlan().map { try SyncLease.open($0, behavior: .never) }
+    }
+
     /// The sync plan of a configuration that has a sync configuration (nil for a local realm).
     /// - Throws: `AtollError(.invalidArgument)` for an in-memory synced realm, `.file` when the
     ///   realm's directory cannot be made, `SyncError(.authFailed)` for a logged-out user, and
@@ -243,6 +262,11 @@ extension Realm.Configuration {
         return SyncOpenPlan(sync: sync, store: storeConfiguration, engine: try sync.engine(local: local),
                             downloadTimeout: sync.user.core.configuration.syncTimeouts.downloadTimeout)
     }
+}
+
+extension Realm {
+    /// The sync session this realm holds (nil for a local realm).
+    var lease: SyncLease? { syncLease as? SyncLease }
 }
 
 /// The sync session a realm holds while it is open: one handle of the engine's session of the
@@ -351,7 +375,7 @@ extension Realm {
 
     /// The sync session of a synced realm (nil for a local realm).
     public var syncSession: SyncSession? {
-        guard let session = thaw().syncLease?.session else { return nil }
+        guard let session = thaw().lease?.session else { return nil }
         session.bind(thaw())
         return session
     }
@@ -375,3 +399,4 @@ extension Realm {
         return false
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Sync (the package trait `Sync`, on by default): absent from a local-only build.
+#if Sync
 import AtollSync
 import Foundation
 
@@ -154,3 +156,4 @@ public final class SyncSession: @unchecked Sendable, Hashable {
     public static func == (a: SyncSession, b: SyncSession) -> Bool { a.engine === b.engine }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(engine)) }
 }
+#endif

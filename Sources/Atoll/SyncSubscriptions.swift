@@ -1,3 +1,5 @@
+// Sync (the package trait `Sync`, on by default): absent from a local-only build.
+#if Sync
 import AtollStore
 import AtollSync
 import Foundation
@@ -207,7 +209,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
 
     init(realm: Realm) {
         self.realm = realm
-        editor = realm.thaw().syncLease?.editor ?? SubscriptionEditor()
+        editor = realm.thaw().lease?.editor ?? SubscriptionEditor()
     }
 
     /// The set an `initialSubscriptions` block fills (changed directly, without `update`).
@@ -230,7 +232,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
     /// - Throws: `.invalidArgument` for a local or partition-sync realm.
     func flexibleEngine() throws -> AtollSync.SyncSession {
         guard let realm else { throw AtollError(.invalidArgument, "the initial subscriptions change without update { }") }
-        guard let engine = realm.thaw().syncLease?.engine, realm.configuration.syncConfiguration?.enableFlexibleSync == true else {
+        guard let engine = realm.thaw().lease?.engine, realm.configuration.syncConfiguration?.enableFlexibleSync == true else {
             throw AtollError(.invalidArgument, "the realm does not use flexible sync: it has no subscriptions")
         }
         return engine
@@ -548,3 +550,4 @@ extension Results where Element: Object {
         }
     }
 }
+#endif
