@@ -55,26 +55,14 @@ public struct SyncInstruction: Hashable, Sendable {
 
     /// listInsert, listErase, listSet: the element; listInsert: `after` is its predecessor (nil:
     /// at the front).
-    public var element: ElementID? {
-        get { extras?.element }
-        set { extrasForWriting.element = newValue }
-    }
-    public var after: ElementID? {
-        get { extras?.after }
-        set { extrasForWriting.after = newValue }
-    }
+    public var element: ElementID? { get { extras?.element } set { extrasForWriting.element = newValue } }
+    public var after: ElementID? { get { extras?.after } set { extrasForWriting.after = newValue } }
     /// upsert: the object, the clock of most of its fields, the fields whose clock differs, and
     /// the sequence of each list property (its elements' identities, erased ones included, and
     /// its clear watermark: what a device needs to place its own pending inserts as the server
     /// will).
-    public var object: Document? {
-        get { extras?.object }
-        set { extrasForWriting.object = newValue }
-    }
-    public var clock: Clock? {
-        get { extras?.clock }
-        set { extrasForWriting.clock = newValue }
-    }
+    public var object: Document? { get { extras?.object } set { extrasForWriting.object = newValue } }
+    public var clock: Clock? { get { extras?.clock } set { extrasForWriting.clock = newValue } }
     public var fieldClocks: [String: Clock] {
         get { extras?.fieldClocks ?? [:] }
         _modify { yield &extrasForWriting.fieldClocks }
@@ -85,10 +73,7 @@ public struct SyncInstruction: Hashable, Sendable {
     }
     /// upsert: the clock of the object's newest erase, when it was erased and created again:
     /// writes older than it are gone (a device's own older writes too).
-    public var erasedAt: Clock? {
-        get { extras?.erasedAt }
-        set { extrasForWriting.erasedAt = newValue }
-    }
+    public var erasedAt: Clock? { get { extras?.erasedAt } set { extrasForWriting.erasedAt = newValue } }
 
     public init(_ op: SyncOp, _ className: String, _ primaryKey: Value, path: [PathElement] = [], value: Value? = nil,
                 element: ElementID? = nil, after: ElementID? = nil) {

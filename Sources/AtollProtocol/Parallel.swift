@@ -79,59 +79,58 @@ public final class ParseAhead: Sendable {
     fileprivate func give(_ n: Int) { bytes.subtract(n, ordering: .relaxed) }
 }
 
-/// A message parsed (and its changesets decoded) on another core while the queue that handles
+/// A message of one side of the protocol, decoded from its text.
+public protocol WireMessage: Sendable {
+    /// - Throws: `ProtocolError` for text that is not a message of the protocol.
+    init(text: String) throws
+}
+
+extension ClientMessage: WireMessage {}
+extension ServerMessage: WireMessage {}
+
+/// A message decoded (its changesets too) on another core while the queue that handles
 /// messages in order is busy with the one before: large uploads and downloads arrive as several
 /// messages, and reading their JSON is most of the work of each.
 ///
-/// Messages under `threshold` bytes, and those past the connection's `ParseAhead` limit, are
-/// parsed where they are handled: a hop to another thread costs more than a small one takes.
-public struct ParsedMessage: Sendable {
-    public static let threshold = 64 << 10
-
+/// Messages under `parseAheadThreshold` bytes, and those past the connection's `ParseAhead` limit, are
+/// decoded where they are handled: a hop to another thread costs more than a small one takes.
+public struct ParsedMessage<Message: WireMessage>: Sendable {
     private enum Form: Sendable {
         case text(String)
         case ahead(Ahead)
     }
     private let form: Form
 
-    /// Parses `text` ahead when it is large and `budget` has room (without a budget, never).
+    /// Decodes `text` ahead when it is large and `budget` has room (without a budget, never).
     public init(_ text: String, ahead budget: ParseAhead? = nil) {
         let size = text.utf8.count
-        guard size >= Self.threshold, let budget, budget.take(size) else {
+        guard size >= parseAheadThreshold, let budget, budget.take(size) else {
             form = .text(text)
             return
         }
-        form = .ahead(Ahead(size: size, budget: budget, Eventually {
-            Result {
-                var fields = try Wire.decode(text)
-                if fields["changesets"] != nil {
-                    fields.decodedChangesets = try? fields.list("changesets").map(SyncChangeset.init(wire:))
-                }
-                return fields
-            }
-        }))
+        form = .ahead(Ahead(size: size, budget: budget, Eventually { Result { try Message(text: text) } }))
     }
 
-    /// Whether the message is parsed elsewhere.
+    /// Whether the message is decoded elsewhere.
     public var isParsedAhead: Bool { if case .ahead = form { true } else { false } }
 
-    /// The message (parsed here, or waited for if its parse runs elsewhere).
-    /// - Throws: `ProtocolError` for text that is not a JSON object.
-    public func fields() throws -> Fields {
+    /// The message (decoded here, or waited for if its decoding runs elsewhere).
+    /// - Throws: `ProtocolError` for text that is not a message of the protocol.
+    public func message() throws -> Message {
         switch form {
-        case .text(let text): return try Wire.decode(text)
+        case .text(let text): return try Message(text: text)
         case .ahead(let ahead): return try ahead.parsed.value().get()
         }
     }
 
-    /// A parse ahead, which gives its bytes back to the budget once the message is gone
+    /// A decoding ahead, which gives its bytes back to the budget once the message is gone
     /// (handled, or dropped unhandled).
     private final class Ahead: Sendable {
         let size: Int
         let budget: ParseAhead
-        let parsed: Eventually<Result<Fields, Error>>
+        let parsed: Eventually<Result<Message, Error>>
 
-        init(size: Int, budget: ParseAhead, _ parsed: Eventually<Result<Fields, Error>>) {
+        init(size: Int, budget: ParseAhead, _ parsed: Eventually<Result<Message, Error>>) {
             self.size = size
             self.budget = budget
             self.parsed = parsed
@@ -140,3 +139,6 @@ public struct ParsedMessage: Sendable {
         deinit { budget.give(size) }
     }
 }
+
+/// The size from which a message is worth decoding on another core.
+public let parseAheadThreshold = 64 << 10

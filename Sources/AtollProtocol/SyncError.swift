@@ -85,7 +85,7 @@ public struct CompensatingWrite: Hashable, Sendable {
 }
 
 /// An `error` message.
-public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
+public struct SyncErrorMessage: Hashable, Sendable, Error, CustomStringConvertible {
     public var code: SyncErrorCode
     public var message: String
     public var session: Int64?
@@ -98,12 +98,8 @@ public struct SyncErrorMessage: Sendable, Error, CustomStringConvertible {
 
     public init(_ code: SyncErrorCode, _ message: String, session: Int64? = nil, compensatingWrites: [CompensatingWrite] = [],
                 retryAfter: Int64? = nil, clientVersion: UInt64? = nil) {
-        self.code = code
-        self.message = message
-        self.session = session
-        self.compensatingWrites = compensatingWrites
-        self.retryAfter = retryAfter
-        self.clientVersion = clientVersion
+        (self.code, self.message, self.session) = (code, message, session)
+        (self.compensatingWrites, self.retryAfter, self.clientVersion) = (compensatingWrites, retryAfter, clientVersion)
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

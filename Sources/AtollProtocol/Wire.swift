@@ -4,6 +4,9 @@ import AtollStore
 /// Why a message could not be read: the protocol's `badMessage`.
 public struct ProtocolError: Error, Sendable, CustomStringConvertible {
     public var message: String
+    /// The `type` and `session` of the message that could not be read, where those could be.
+    public var messageType: String?
+    public var session: Int64?
     public init(_ message: String) { self.message = message }
     public var description: String { message }
 }
@@ -12,10 +15,6 @@ public struct ProtocolError: Error, Sendable, CustomStringConvertible {
 public struct Fields: Sendable {
     public let document: Document
     let context: String
-    /// The message's `changesets`, decoded, when a `ParsedMessage` decoded them on another core
-    /// (each element decodes `changesets[i]`); nil otherwise, and when one of them does not
-    /// decode (the handler then meets the error where it used to).
-    public internal(set) var decodedChangesets: [SyncChangeset]?
 
     public init(_ value: Value, _ context: String) throws {
         guard case .object(let d) = value else { throw ProtocolError("\(context): expected a JSON object") }
@@ -67,6 +66,9 @@ public struct Fields: Sendable {
 }
 
 extension SyncInstruction {
+    /// The wire form's JSON text.
+    public var wireText: String { Wire.encode(wireValue) }
+
     /// The wire form (docs/protocol.md).
     public var wireValue: Value {
         var d = Document()

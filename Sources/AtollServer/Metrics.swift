@@ -4,17 +4,10 @@ import Synchronization
 /// The server's numbers, for `GET /metrics` (Prometheus text format).
 public final class Metrics: Sendable {
     struct Counters {
-        var connectionsOpened = 0
-        var connections = 0
-        var sessions = 0
-        var uploads = 0
-        var uploadedInstructions = 0
-        var rejectedWrites = 0
-        var downloads = 0
-        var downloadBytes = 0
-        var bootstraps = 0
-        var bootstrapObjects = 0
-        var bootstrapBytes = 0
+        var connectionsOpened = 0, connections = 0, sessions = 0
+        var uploads = 0, uploadedInstructions = 0, rejectedWrites = 0
+        var downloads = 0, downloadBytes = 0
+        var bootstraps = 0, bootstrapObjects = 0, bootstrapBytes = 0
         var integrationSeconds = 0.0
         /// Integration times in buckets: ≤1 ms, ≤5, ≤25, ≤100, ≤500, > 500.
         var integrationBuckets = [Int](repeating: 0, count: 6)

@@ -10,62 +10,54 @@ import Synchronization
 // (development mode) and, in partition mode, its view at once.
 
 extension SyncApp {
-    func bind(_ m: Fields, _ connection: SyncConnection) throws {
-        let number = try m.int("session")
+    func bind(_ m: ClientMessage.Bind, _ connection: SyncConnection) throws {
+        let number = m.session
         guard sessions[ObjectIdentifier(connection)]?[number] == nil else {
             throw SyncErrorMessage(.badMessage, "session \(number) is bound already")
         }
         failedBinds[ObjectIdentifier(connection)]?.remove(number)
         let s = Session(number: number, connection: connection)
-        let mode = try m.optionalString("mode") ?? "flexible"
-        switch mode {
-        case "flexible":
+        switch m.mode {
+        case .flexible:
             if case .partition = configuration.mode {
                 throw SyncErrorMessage(.badSyncPartitionValue, "this app uses partition-based sync; open the realm with a partition value", session: number)
             }
-        case "partition":
-            guard let key = configuration.partitionKey else {
+        case .partition(let value):
+            guard configuration.partitionKey != nil else {
                 throw SyncErrorMessage(.badSyncPartitionValue, "this app has no partition key; use flexible sync", session: number)
             }
-            guard let value = m.document["partition"] else {
+            guard let value else {
                 throw SyncErrorMessage(.badSyncPartitionValue, "partition sync needs a \"partition\" value", session: number)
             }
             s.partitionMode = true
             s.partition = value
-            _ = key
-        default:
-            throw SyncErrorMessage(.badMessage, "bind: mode must be \"flexible\" or \"partition\"")
         }
-        if case .list = m["schema"] {
-            try adoptSchema(m["schema"] ?? .null, session: number)
+        if let schema = m.schema {
+            try adoptSchema(schema, session: number)
         }
         // The client file.
-        if case .object(let f)? = m["file"] {
-            guard case .int(let ident)? = f["ident"], case .int(let salt)? = f["salt"] else {
-                throw SyncErrorMessage(.badMessage, "bind: \"file\" must be {\"ident\", \"salt\"}")
-            }
-            guard let known = try storage.file(ident), known.salt == salt else {
-                throw SyncErrorMessage(.badClientFile, "this server does not know the client file \(ident) (was the server's data reset?)", session: number)
+        if let file = m.file {
+            guard let known = try storage.file(file.ident), known.salt == file.salt else {
+                throw SyncErrorMessage(.badClientFile, "this server does not know the client file \(file.ident) (was the server's data reset?)", session: number)
             }
             guard known.user == connection.user.id else {
-                throw SyncErrorMessage(.badClientFile, "the client file \(ident) belongs to another user", session: number)
+                throw SyncErrorMessage(.badClientFile, "the client file \(file.ident) belongs to another user", session: number)
             }
-            s.file = ident
+            s.file = file.ident
             s.uploadCursor = known.uploadCursor
             // A client that says what it was told of has the changesets after it sent again.
-            s.clientAcked = min(known.uploadCursor, try m.uint("uploadCursor", default: known.uploadCursor))
+            s.clientAcked = min(known.uploadCursor, m.uploadCursor ?? known.uploadCursor)
         } else {
             // A new file has downloaded nothing: it cannot resume (a resume from a made-up cursor
             // would be told about objects it never held).
-            guard try m.uint("downloadCursor", default: 0) == 0 else {
+            guard m.downloadCursor == 0 else {
                 throw SyncErrorMessage(.badMessage, "bind: a new client file (no \"file\") starts at downloadCursor 0", session: number)
             }
             let salt = Int64.random(in: 1...Int64.max)
             s.file = try storage.createFile(user: connection.user.id, salt: salt)
-            connection.send(.doc(["type": .string("ident"), "session": .int(number),
-                                  "file": .doc(["ident": .int(s.file), "salt": .int(salt)])]))
+            connection.send(.ident(session: number, file: ClientFileIdentity(ident: s.file, salt: salt)))
         }
-        let cursor = try m.uint("downloadCursor", default: 0)
+        let cursor = m.downloadCursor
         // A client that comes from another instance may know versions this one has not applied yet.
         if cursor > latestVersion { try storage.catchUp(self) }
         guard cursor <= latestVersion else {
@@ -75,7 +67,7 @@ extension SyncApp {
         addSession(s)
         log.debug("bound", ["app": configuration.id, "user": connection.user.id, "session": "\(number)", "file": "\(s.file)"])
         // What the server has of the client's uploads: it re-sends what comes after.
-        connection.send(.doc(["type": .string("uploadAck"), "session": .int(number), "clientVersion": .int(Int64(s.clientAcked))]))
+        connection.send(.uploadAck(session: number, clientVersion: s.clientAcked))
         if s.partitionMode {
             s.subscriptions = try partitionSubscriptions(s.partition)
             s.queryVersion = 0
@@ -85,10 +77,10 @@ extension SyncApp {
     }
 
     /// Partition sync as flexible sync: one query per class that has the partition key.
-    func partitionSubscriptions(_ value: Value) throws -> [Subscription] {
+    func partitionSubscriptions(_ value: Value) throws -> [SubscriptionQuery] {
         guard let key = configuration.partitionKey else { return [] }
         return schema.classes.filter { !$0.isEmbedded && $0[property: key] != nil }.map {
-            Subscription(name: "partition:\($0.name)", className: $0.name, query: "\(key) == $0", arguments: [value])
+            SubscriptionQuery(name: "partition:\($0.name)", className: $0.name, query: "\(key) == $0", arguments: [value])
         }
     }
 }

@@ -94,7 +94,7 @@ final class BootstrapWorkers: @unchecked Sendable {
 extension SyncApp {
     /// What a session had before a new subscription set, put back if the set's views fail.
     struct QueryState {
-        var subscriptions: [Subscription]
+        var subscriptions: [SubscriptionQuery]
         var version: Int64
         var views: [String: ViewQuery]
         var ready: Bool
@@ -177,8 +177,7 @@ extension SyncApp {
             s.inView = held
             s.downloadCursor = work.serverVersion
             s.ready = true
-            s.connection.send(.doc(["type": .string("queryComplete"), "session": .int(s.number), "version": .int(work.queryVersion),
-                                    "serverVersion": .int(Int64(work.serverVersion))]))
+            s.connection.send(.queryComplete(session: s.number, version: work.queryVersion, serverVersion: work.serverVersion))
             do {
                 // What was integrated while the bootstrap ran.
                 if latestVersion > work.serverVersion { try resume(s, from: work.serverVersion, known: held) }
@@ -272,10 +271,10 @@ extension SyncApp {
         // worker waiting for a client to read would be a worker a silent client takes away.)
         func flush(last: Bool) {
             sent += batchObjects
-            let progress = Value.doc(["queryVersion": .int(work.queryVersion), "sent": .int(Int64(sent)),
-                                      "total": .int(Int64(max(total, sent))), "last": .bool(last)])
-            bytes += sendDownload(work.connection, session: work.number, serverVersion: work.serverVersion, clock: .zero,
-                                  instructions: batch, extra: ["bootstrap": progress])
+            let changeset = EncodedChangeset(serverVersion: work.serverVersion, clock: .zero, instructions: batch)
+            let progress = ServerMessage.Bootstrap(queryVersion: work.queryVersion, sent: Int64(sent), total: Int64(max(total, sent)), last: last)
+            bytes += sendDownload(work.connection, ServerMessage.Download(session: work.number, serverVersion: work.serverVersion,
+                                                                          changesets: [.encoded(changeset)], bootstrap: progress))
             batch = []
             batchObjects = 0
             batchBytes = 0
@@ -366,7 +365,7 @@ extension SyncApp {
             if held[id.className]?.contains(key) == true, let doc = try store.object(id.className, primaryKey: id.primaryKey) {
                 let meta = try metas[id.className] ?? ObjectMetadata.load(store, className: id.className)
                 metas[id.className] = meta
-                texts.append(Wire.encode(meta.upsert(id.className, id.primaryKey, key, doc).wireValue))
+                texts.append(meta.upsert(id.className, id.primaryKey, key, doc).wireText)
                 upserted.append(id)
             } else {
                 outside[id.className, default: []].append(id.primaryKey)
@@ -377,11 +376,11 @@ extension SyncApp {
             let readable: Set<String> = access.rule(cls) == .nothing ? []
                 : try matching(cls, ViewQuery(cls, text: "TRUEPREDICATE", arguments: [], access: access), among: keys)
             if access.rule(cls) == .everything || keys.allSatisfy({ readable.contains(keyText($0)) }) {
-                for pk in keys { texts.append(Wire.encode(SyncInstruction(.evict, cls, pk).wireValue)) }
+                for pk in keys { texts.append(SyncInstruction(.evict, cls, pk).wireText) }
             } else {
                 var keep = SyncInstruction(.keep, cls, .null)
                 keep.value = .list(try s.views[cls].map { try $0.results(store, cls).primaryKeyValues() } ?? [])
-                texts.append(Wire.encode(keep.wireValue))
+                texts.append(keep.wireText)
             }
         }
         // What the client holds that links to what it is sent (its links read as none while
@@ -390,7 +389,7 @@ extension SyncApp {
         for h in try linkHolders(s, of: upserted) where !sent.contains(h) {
             guard let doc = try store.object(h.className, primaryKey: h.primaryKey) else { continue }
             let key = keyText(h.primaryKey)
-            texts.append(Wire.encode(try ObjectMetadata.load(store, className: h.className, key: key).upsert(h.className, h.primaryKey, key, doc).wireValue))
+            texts.append(try ObjectMetadata.load(store, className: h.className, key: key).upsert(h.className, h.primaryKey, key, doc).wireText)
         }
         // Split into messages; only the last moves the client's cursor to the latest version.
         var batches = [[String]]()
@@ -407,8 +406,8 @@ extension SyncApp {
         for (i, batch) in batches.enumerated() {
             downloaded += batch.reduce(0) { $0 + $1.utf8.count }
             let last = i == batches.count - 1
-            let progress = Value.doc(["downloaded": .int(Int64(downloaded)), "downloadable": .int(Int64(downloadable))])
-            send(s, serverVersion: last ? latestVersion : cursor, clock: .zero, instructions: batch, extra: ["progress": progress])
+            send(s, serverVersion: last ? latestVersion : cursor, clock: .zero, instructions: batch,
+                 progress: ServerMessage.Progress(downloaded: Int64(downloaded), downloadable: Int64(downloadable)))
         }
         s.inView = held
         s.ready = true
@@ -417,23 +416,21 @@ extension SyncApp {
 
     /// Sends one `download` with one changeset of already-encoded instructions; returns its size.
     @discardableResult
-    func send(_ s: Session, serverVersion: UInt64, clock: Clock, instructions: [String], extra: [String: Value] = [:]) -> Int {
-        sendDownload(s.connection, session: s.number, serverVersion: serverVersion, clock: clock, instructions: instructions, extra: extra)
+    func send(_ s: Session, serverVersion: UInt64, clock: Clock, instructions: [String], progress: ServerMessage.Progress? = nil) -> Int {
+        let changeset = EncodedChangeset(serverVersion: serverVersion, clock: clock, instructions: instructions)
+        return sendDownload(s.connection, ServerMessage.Download(session: s.number, serverVersion: serverVersion,
+                                                                 changesets: [.encoded(changeset)], progress: progress))
     }
 
-    /// `send` for any thread: a connection and a session number.
-    private func sendDownload(_ connection: SyncConnection, session: Int64, serverVersion: UInt64, clock: Clock,
-                              instructions: [String], extra: [String: Value]) -> Int {
-        var head = "{\"type\":\"download\",\"session\":\(session),\"serverVersion\":\(serverVersion)"
-        for (k, v) in extra.sorted(by: { $0.key < $1.key }) { head += ",\"\(k)\":" + Wire.encode(v) }
-        let text = head + ",\"changesets\":[{\"serverVersion\":\(serverVersion),\"clock\":" + Wire.encode(clock.value)
-            + ",\"instructions\":[" + instructions.joined(separator: ",") + "]}]}"
-        connection.send(text: text)
+    /// Sends a `download` (from any thread), counted in the metrics; returns its size.
+    @discardableResult
+    func sendDownload(_ connection: SyncConnection, _ download: ServerMessage.Download) -> Int {
+        let bytes = connection.send(.download(download))
         metrics.update { c in
             c.downloads += 1
-            c.downloadBytes += text.utf8.count
+            c.downloadBytes += bytes
         }
-        return text.utf8.count
+        return bytes
     }
 }
 

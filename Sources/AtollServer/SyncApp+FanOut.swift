@@ -85,7 +85,7 @@ extension SyncApp {
             } else {
                 meta = try ObjectMetadata.load(store, className: cls, key: key)
             }
-            return Wire.encode(meta.upsert(cls, id.primaryKey, key, doc).wireValue)
+            return meta.upsert(cls, id.primaryKey, key, doc).wireText
         }
         // One session's failure (its view's query, its socket) is its own: the others get the
         // changeset all the same, and the uploader is not told of an error for a write that was kept.
@@ -140,7 +140,7 @@ extension SyncApp {
                         if isOrigin {
                             if correct.contains(id) { gone.append(id) }
                         } else if wasHeld {
-                            out.append(.text(Wire.encode(SyncInstruction(.erase, cls, id.primaryKey).wireValue)))
+                            out.append(.text(SyncInstruction(.erase, cls, id.primaryKey).wireText))
                         }
                         continue
                     }
@@ -169,7 +169,7 @@ extension SyncApp {
                             entered.append(id)
                         }
                     } else if held.remove(key) != nil || (isOrigin && correct.contains(id)) {
-                        out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
+                        out.append(.text(SyncInstruction(.evict, cls, id.primaryKey).wireText))
                     }
                 }
             }
@@ -195,7 +195,7 @@ extension SyncApp {
                         held.insert(key)
                     } else {
                         held.remove(key)
-                        out.append(.text(Wire.encode(SyncInstruction(.evict, cls, id.primaryKey).wireValue)))
+                        out.append(.text(SyncInstruction(.evict, cls, id.primaryKey).wireText))
                     }
                 }
             }
@@ -222,7 +222,7 @@ extension SyncApp {
             let everything = whole == order.count && !order.isEmpty
             if everything, effects.bytes <= maxDownloadBytes {
                 // Everything, as integrated: the history's text.
-                sendChangeset(s, serverVersion: version, effects.changesetText)
+                sendChangeset(s, serverVersion: version, effects.changeset)
             } else {
                 // Everything: the history's pieces; some: each object's own texts.
                 let texts = everything ? effects.pieces : out.flatMap { piece -> [String] in
@@ -274,8 +274,8 @@ extension SyncApp {
         for id in ids {
             let erased = try ServerSyncTables(store: store).record(id.className, keyText(id.primaryKey))?.erased
             let ins = SyncInstruction(erased == nil ? .evict : .erase, id.className, id.primaryKey)
-            if let mail { mail.add(erased ?? .zero, [Wire.encode(ins.wireValue)]) } else {
-                send(s, serverVersion: version, clock: erased ?? .zero, instructions: [Wire.encode(ins.wireValue)])
+            if let mail { mail.add(erased ?? .zero, [ins.wireText]) } else {
+                send(s, serverVersion: version, clock: erased ?? .zero, instructions: [ins.wireText])
             }
         }
     }
@@ -295,14 +295,14 @@ extension SyncApp {
         private(set) var pieces: [String] = []
         /// The size of all the pieces.
         private(set) var bytes = 0
-        /// The changeset's text, as the history keeps it.
-        private(set) var changesetText = ""
+        /// The changeset, encoded as the history keeps it.
+        private(set) var changeset = EncodedChangeset(stored: "")
 
         init() {}
 
         /// The effects of a changeset as the history keeps it.
         init(changeset text: String) throws {
-            let cs = try SyncChangeset(wire: try EJSON.parse(text))
+            let cs = try EncodedChangeset(stored: text).decode().changeset
             self.init(cs.instructions, serverVersion: cs.serverVersion, clock: cs.clock)
         }
 
@@ -372,8 +372,7 @@ extension SyncApp {
                     bytes += text.utf8.count + 1
                 }
             }
-            changesetText = "{\"serverVersion\":\(serverVersion),\"clock\":" + Wire.encode(clock.value) + ",\"instructions\":["
-                + pieces.joined(separator: ",") + "]}"
+            changeset = EncodedChangeset(serverVersion: serverVersion, clock: clock, instructions: pieces)
         }
 
         /// Whether the effects of the object at `index` (in `order`) created it.
@@ -390,13 +389,8 @@ extension SyncApp {
         case text(String)
     }
 
-    /// Sends one `download` of one whole changeset text.
-    func sendChangeset(_ s: Session, serverVersion: UInt64, _ changesetText: String) {
-        let text = "{\"type\":\"download\",\"session\":\(s.number),\"serverVersion\":\(serverVersion),\"changesets\":[" + changesetText + "]}"
-        s.connection.send(text: text)
-        metrics.update { c in
-            c.downloads += 1
-            c.downloadBytes += text.utf8.count
-        }
+    /// Sends one `download` of one whole encoded changeset.
+    func sendChangeset(_ s: Session, serverVersion: UInt64, _ changeset: EncodedChangeset) {
+        sendDownload(s.connection, ServerMessage.Download(session: s.number, serverVersion: serverVersion, changesets: [.encoded(changeset)]))
     }
 }

@@ -10,26 +10,21 @@ import Synchronization
 // OR-ed with the read rules) before its bootstrap starts; what a user may read of each class.
 
 extension SyncApp {
-    func query(_ m: Fields, _ s: Session) throws {
+    func query(_ m: ClientMessage.Query, _ s: Session) throws {
         guard !s.partitionMode else {
             throw SyncErrorMessage(.badMessage, "a partition-sync session has no subscriptions to send")
         }
-        let version = try m.int("version")
-        var subscriptions = [Subscription]()
+        let version = m.version
+        var subscriptions = [SubscriptionQuery]()
         var error: String?
         let limits = configuration.queryLimits
         let access = readAccess(s.user)
-        let queries = try m.list("queries")
-        if queries.count > limits.maxSubscriptions {
-            error = "\(queries.count) subscriptions in one set: at most \(limits.maxSubscriptions)"
+        if m.subscriptions.count > limits.maxSubscriptions {
+            error = "\(m.subscriptions.count) subscriptions in one set: at most \(limits.maxSubscriptions)"
         }
-        for q in queries {
-            let f = try Fields(q, "query")
-            var text = try f.optionalString("query") ?? "TRUEPREDICATE"
+        for var sub in m.subscriptions {
             // An empty query is every object, as in a store query.
-            if text.allSatisfy(\.isWhitespace) { text = "TRUEPREDICATE" }
-            let sub = Subscription(name: try f.optionalString("name") ?? "", className: try f.string("class"),
-                                   query: text, arguments: try f.list("args"))
+            if sub.query.allSatisfy(\.isWhitespace) { sub.query = "TRUEPREDICATE" }
             if error == nil { error = check(sub, access) }
             subscriptions.append(sub)
         }
@@ -49,11 +44,10 @@ extension SyncApp {
         // The version this session has already: nothing to do (a client that sends it twice does
         // not get, nor cost, a second bootstrap).
         if version == s.queryVersion, subscriptions == s.subscriptions, s.ready {
-            s.connection.send(.doc(["type": .string("queryComplete"), "session": .int(s.number), "version": .int(version),
-                                    "serverVersion": .int(Int64(s.downloadCursor))]))
+            s.connection.send(.queryComplete(session: s.number, version: version, serverVersion: s.downloadCursor))
             return
         }
-        let complete = try m.bool("complete", default: false)
+        let complete = m.complete
         let previous = QueryState(subscriptions: s.subscriptions, version: s.queryVersion, views: s.views, ready: s.ready)
         s.subscriptions = subscriptions
         s.queryVersion = version
@@ -95,13 +89,13 @@ extension SyncApp {
     func refuseQuery(_ s: Session, version: Int64, _ message: String) {
         metrics.error(SyncErrorCode.invalidFlexibleSyncSubscriptions.rawValue)
         recentErrors.add(SyncErrorMessage(.invalidFlexibleSyncSubscriptions, message, session: s.number), user: s.user.id)
-        s.connection.send(.doc(["type": .string("queryError"), "session": .int(s.number), "version": .int(version), "message": .string(message)]))
+        s.connection.send(.queryError(session: s.number, version: version, message: message))
     }
 
     /// Why the server will not serve a subscription, or nil: what a store query refuses, and
     /// what the app's query limits and queryable fields do not allow. Key paths see what
     /// `access` lets the user read.
-    func check(_ sub: Subscription, _ access: ReadAccess) -> String? {
+    func check(_ sub: SubscriptionQuery, _ access: ReadAccess) -> String? {
         guard let cls = schema.classes.first(where: { $0.name == sub.className }) else {
             return "subscription '\(sub.name)': no class named '\(sub.className)'"
         }
@@ -134,7 +128,7 @@ extension SyncApp {
 
     /// Builds the session's view query per class from its subscriptions and the read rules.
     func computeViews(_ s: Session) throws {
-        var byClass = [String: [Subscription]]()
+        var byClass = [String: [SubscriptionQuery]]()
         for sub in s.subscriptions { byClass[sub.className, default: []].append(sub) }
         let access = readAccess(s.user)
         var views = [String: ViewQuery]()

@@ -10,12 +10,13 @@ import Synchronization
 // rules, kept with the storage, acknowledged with what its uploader must be told of it.
 
 extension SyncApp {
-    func upload(_ m: Fields, _ s: Session) throws {
+    func upload(_ changesets: [WireChangeset], _ s: Session) throws {
         var acked = s.uploadCursor
-        let decoded = m.decodedChangesets
         var previousVersion: UInt64?
-        for (n, item) in try m.list("changesets").enumerated() {
-            var cs = try decoded?[n] ?? SyncChangeset(wire: item)
+        for item in changesets {
+            let decoded = try item.decode()
+            var cs = decoded.changeset
+            let more = decoded.more
             // One message's changesets go in increasing client versions: one that comes after a
             // newer one would be taken for a changeset integrated before and skipped without a
             // word, so it is refused. (Across messages a client may send again what it sent:
@@ -30,7 +31,7 @@ extension SyncApp {
             if cs.clientVersion <= s.uploadCursor {
                 // Integrated before its acknowledgement was lost, and with it what the client
                 // was to be told of it: the state of its objects now tells it all the same.
-                if case .object(let d) = item, d["more"] == .bool(true) { continue }
+                if more { continue }
                 try tellOwnState(s, of: cs)
                 continue
             }
@@ -53,7 +54,7 @@ extension SyncApp {
                 partial.instructions.append(contentsOf: cs.instructions)
                 cs.instructions = partial.instructions
             }
-            if case .object(let d) = item, d["more"] == .bool(true) {
+            if more {
                 guard cs.instructions.count <= 5_000_000 else {
                     s.partial = nil
                     throw SyncErrorMessage(.badMessage, "changeset \(cs.clientVersion) is too large (over 5,000,000 instructions)")
@@ -92,7 +93,7 @@ extension SyncApp {
                         effects = EncodedEffects(result.effects, serverVersion: version, clock: cs.clock)
                     }
                     commit.entry = HistoryEntry(version: version, file: s.file, clientVersion: cs.clientVersion, clock: cs.clock,
-                                                user: s.user.id, changeset: effects.changesetText)
+                                                user: s.user.id, changeset: effects.changeset.text)
                 }
                 // Each object once (an object may both have effects and have changed without one,
                 // and PostgreSQL's upsert refuses a row twice in one statement). The effects' order
@@ -127,7 +128,7 @@ extension SyncApp {
             if !mail.changesets.isEmpty { sendOwn(s, mail, acking: cs.clientVersion) }
         }
         s.clientAcked = max(s.clientAcked, acked)
-        s.connection.send(.doc(["type": .string("uploadAck"), "session": .int(s.number), "clientVersion": .int(Int64(acked))]))
+        s.connection.send(.uploadAck(session: s.number, clientVersion: acked))
     }
 
     /// What the uploader is told of its own changeset, gathered to go with its acknowledgement:
@@ -142,15 +143,11 @@ extension SyncApp {
     func sendOwn(_ s: Session, _ mail: OwnMail, acking clientVersion: UInt64) {
         // A session that has not had its view yet gets it whole later: its cursor stays.
         let version = s.ready ? latestVersion : s.downloadCursor
-        var text = "{\"type\":\"download\",\"session\":\(s.number),\"serverVersion\":\(version),\"uploadAck\":\(clientVersion),\"changesets\":["
-        text += mail.changesets.map { "{\"serverVersion\":\(version),\"clock\":" + Wire.encode($0.clock.value) + ",\"instructions\":[" + $0.texts.joined(separator: ",") + "]}" }
-            .joined(separator: ",")
-        text += "]}"
-        s.connection.send(text: text)
-        metrics.update { c in
-            c.downloads += 1
-            c.downloadBytes += text.utf8.count
+        let changesets = mail.changesets.map {
+            WireChangeset.encoded(EncodedChangeset(serverVersion: version, clock: $0.clock, instructions: $0.texts))
         }
+        sendDownload(s.connection, ServerMessage.Download(session: s.number, serverVersion: version, changesets: changesets,
+                                                          uploadAck: clientVersion))
         s.clientAcked = max(s.clientAcked, clientVersion)
         s.downloadCursor = max(s.downloadCursor, version)
     }
@@ -257,7 +254,7 @@ extension SyncApp {
                                      session: s.number, compensatingWrites: rejected, clientVersion: clientVersion)
         metrics.error(error.code.rawValue)
         recentErrors.add(error, user: s.user.id)
-        s.connection.send(error.wireValue)
+        s.connection.send(.error(error))
         var texts = [String]()
         var restored = [ObjectID]()
         for r in rejected {
@@ -265,11 +262,11 @@ extension SyncApp {
             if let view = s.views[r.className], let doc = try storedObject(r.className, r.primaryKey),
                try matching(r.className, view, among: [r.primaryKey]).contains(key) {
                 let meta = try ObjectMetadata.load(store, className: r.className, key: key)
-                texts.append(Wire.encode(meta.upsert(r.className, r.primaryKey, key, doc).wireValue))
+                texts.append(meta.upsert(r.className, r.primaryKey, key, doc).wireText)
                 s.inView[r.className, default: []].insert(key)
                 restored.append(ObjectID(r.className, r.primaryKey))
             } else {
-                texts.append(Wire.encode(SyncInstruction(.evict, r.className, r.primaryKey).wireValue))
+                texts.append(SyncInstruction(.evict, r.className, r.primaryKey).wireText)
                 s.inView[r.className]?.remove(key)
             }
         }
@@ -278,7 +275,7 @@ extension SyncApp {
         for h in try linkHolders(s, of: restored) where !refused.contains(h) {
             guard let doc = try store.object(h.className, primaryKey: h.primaryKey) else { continue }
             let key = keyText(h.primaryKey)
-            texts.append(Wire.encode(try ObjectMetadata.load(store, className: h.className, key: key).upsert(h.className, h.primaryKey, key, doc).wireValue))
+            texts.append(try ObjectMetadata.load(store, className: h.className, key: key).upsert(h.className, h.primaryKey, key, doc).wireText)
         }
         mail.add(.zero, texts)
     }

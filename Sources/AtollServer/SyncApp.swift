@@ -6,14 +6,6 @@ import CJansson
 import Foundation
 import Synchronization
 
-/// A subscription as the server holds it.
-struct Subscription: Sendable, Hashable {
-    var name: String
-    var className: String
-    var query: String
-    var arguments: [Value]
-}
-
 /// The query that decides which objects of one class a session sees: its subscriptions' queries
 /// OR-ed, run with what the session's user may read (the read rule of this class for the
 /// objects themselves, and of every class for what the query's key paths look at).
@@ -55,7 +47,7 @@ final class Session {
     var partitionMode = false
     var partition: Value = .null
     var queryVersion: Int64 = -1
-    var subscriptions: [Subscription] = []
+    var subscriptions: [SubscriptionQuery] = []
     var views: [String: ViewQuery] = [:]
     /// The objects the client holds, as far as the server knows: primary key texts per class.
     var inView: [String: Set<String>] = [:]
@@ -77,7 +69,7 @@ final class Session {
     var bootstrapAgain = false
     /// The session's messages that came during its bootstrap, handled once it ends, in order;
     /// each one's bytes stay counted in its connection's and the app's pending bytes till then.
-    var backlog: [(message: Fields, bytes: Int)] = []
+    var backlog: [(message: ClientMessage, bytes: Int)] = []
 
     init(number: Int64, connection: SyncConnection) {
         self.number = number
@@ -241,14 +233,14 @@ package final class SyncApp: @unchecked Sendable {
 
     /// Handles one message of a connection (on the queue). `bytes` is its size, counted in the
     /// connection's and the app's pending bytes until it is handled.
-    func handle(_ message: Fields, from connection: SyncConnection, bytes: Int = 0) {
-        let type = (try? message.string("type")) ?? ""
-        let sessionNumber = try? message.int("session")
-        if type != "bind", let n = sessionNumber, failedBinds[ObjectIdentifier(connection)]?.contains(n) == true { return }
+    func handle(_ message: ClientMessage, from connection: SyncConnection, bytes: Int = 0) {
+        let sessionNumber = message.session
+        let isBind = if case .bind = message { true } else { false }
+        if !isBind, let n = sessionNumber, failedBinds[ObjectIdentifier(connection)]?.contains(n) == true { return }
         // A session whose bootstrap runs handles its messages after it, in order. What waits so
         // is bounded per user, so that one user cannot fill the app's bound on waiting messages
         // (`maxPendingBytesPerApp`) and have everyone else's large messages refused.
-        if type != "bind", type != "ping", let n = sessionNumber, let s = sessions[ObjectIdentifier(connection)]?[n], s.bootstrap != nil {
+        if !isBind, let n = sessionNumber, let s = sessions[ObjectIdentifier(connection)]?[n], s.bootstrap != nil {
             let held = (heldBytes[connection.user.id] ?? 0) + bytes
             guard held <= limits.maxPendingBytes else {
                 let error = SyncErrorMessage(.tooManyMessages, "more than \(limits.maxPendingBytes) bytes of this user's messages wait for "
@@ -262,50 +254,55 @@ package final class SyncApp: @unchecked Sendable {
             return
         }
         do {
-            switch type {
-            case "ping":
-                connection.send(.doc(["type": .string("pong"), "timestamp": message["timestamp"] ?? .null]))
-            case "bind":
+            switch message {
+            case .ping(let timestamp):
+                connection.send(.pong(timestamp: timestamp))
+            case .bind(let b):
                 guard connection.takeQuery() else { return refuseFlood(connection, session: sessionNumber, .queries) }
-                try bind(message, connection)
-            case "query":
-                let s = try session(message, connection)
+                try bind(b, connection)
+            case .query(let q):
+                let s = try session(q.session, connection)
                 guard connection.takeQuery() else { return refuseFlood(connection, session: s.number, .queries) }
-                try query(message, s)
-            case "upload":
-                let s = try session(message, connection)
+                try query(q, s)
+            case .upload(let number, let changesets):
+                let s = try session(number, connection)
                 // Refused, not integrated; the connection closes so that no later upload is
                 // integrated over the gap (the client resends from its upload cursor).
                 guard connection.takeUpload() else { return refuseFlood(connection, session: s.number, .uploads) }
-                try upload(message, s)
-            case "mark":
-                let s = try session(message, connection)
+                try upload(changesets, s)
+            case .mark(let number, let request):
+                let s = try session(number, connection)
                 // What the storage has now, also from other instances, comes before the mark.
                 try storage.catchUp(self)
                 s.downloadCursor = latestVersion
-                connection.send(.doc(["type": .string("mark"), "session": .int(s.number), "request": message["request"] ?? .null,
-                                      "serverVersion": .int(Int64(latestVersion))]))
-            case "unbind":
-                let s = try session(message, connection)
+                connection.send(.mark(session: s.number, request: request, serverVersion: latestVersion))
+            case .unbind(let number):
+                let s = try session(number, connection)
                 sessions[ObjectIdentifier(connection)]?[s.number] = nil
                 metrics.update { $0.sessions -= 1 }
-                connection.send(.doc(["type": .string("unbound"), "session": .int(s.number)]))
-            default:
-                throw SyncErrorMessage(.badMessage, "unknown message type '\(type)'")
+                connection.send(.unbound(session: s.number))
             }
         } catch var error as SyncErrorMessage {
             if error.session == nil, error.code != .badMessage { error.session = sessionNumber }
-            if type == "bind", let n = sessionNumber, error.code != .badMessage,
-               sessions[ObjectIdentifier(connection)]?[n] == nil {
+            if isBind, let n = sessionNumber, error.code != .badMessage, sessions[ObjectIdentifier(connection)]?[n] == nil {
                 failedBinds[ObjectIdentifier(connection), default: []].insert(n)
             }
             fail(connection, error)
         } catch let error as ProtocolError {
             fail(connection, SyncErrorMessage(.badMessage, error.message))
         } catch {
-            log.error("sync message failed", ["app": configuration.id, "type": type, "error": "\(error)"])
+            log.error("sync message failed", ["app": configuration.id, "type": message.type, "error": "\(error)"])
             fail(connection, SyncErrorMessage(.internalServerError, "the server failed: \(error)", session: sessionNumber))
         }
+    }
+
+    /// A message that does not decode (not JSON, a type the protocol does not have, a field
+    /// missing or of the wrong kind): `badMessage`, and the connection closes. Messages for a
+    /// session whose bind failed are dropped, decodable or not, as the client learned of it.
+    func refuseUndecodable(_ error: Error, from connection: SyncConnection) {
+        if let e = error as? ProtocolError, e.messageType != "bind", let n = e.session,
+           failedBinds[ObjectIdentifier(connection)]?.contains(n) == true { return }
+        fail(connection, SyncErrorMessage(.badMessage, (error as? ProtocolError)?.message ?? "\(error)"))
     }
 
     private enum Limited { case uploads, queries }
@@ -334,12 +331,11 @@ package final class SyncApp: @unchecked Sendable {
         metrics.error(error.code.rawValue)
         recentErrors.add(error, user: connection.user.id)
         log.info("sync error", ["app": configuration.id, "user": connection.user.id, "code": error.code.rawValue, "message": error.message])
-        connection.send(error.wireValue)
+        connection.send(.error(error))
         if error.code == .badMessage { connection.close(code: 1002, reason: "bad message") }
     }
 
-    func session(_ message: Fields, _ connection: SyncConnection) throws -> Session {
-        let n = try message.int("session")
+    func session(_ n: Int64, _ connection: SyncConnection) throws -> Session {
         guard let s = sessions[ObjectIdentifier(connection)]?[n] else {
             throw SyncErrorMessage(.badMessage, "no session \(n) is bound on this connection")
         }

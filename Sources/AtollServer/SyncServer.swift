@@ -97,7 +97,7 @@ package final class SyncConnection: @unchecked Sendable {
                         : "more than \(app.limits.maxPendingBytesPerApp) bytes of messages wait to be handled in this app"
                     app.log.warning("dropping a connection whose messages pile up", ["user": user.id, "bytes": "\(waiting)", "app bytes": "\(waitingInApp)"])
                     app.metrics.error(SyncErrorCode.tooManyMessages.rawValue)
-                    send(SyncErrorMessage(.tooManyMessages, what, retryAfter: 1).wireValue)
+                    send(.error(SyncErrorMessage(.tooManyMessages, what, retryAfter: 1)))
                     close(code: 1008, reason: "too many messages")
                     pendingBytes.subtract(size, ordering: .relaxed)
                     app.pendingBytes.subtract(size, ordering: .relaxed)
@@ -105,7 +105,7 @@ package final class SyncConnection: @unchecked Sendable {
                 }
                 // A large message is parsed on another core meanwhile; the queue handles the
                 // messages in order all the same.
-                let message = ParsedMessage(text, ahead: app.parseAhead)
+                let message = ParsedMessage<ClientMessage>(text, ahead: app.parseAhead)
                 app.queue.async { [self] in
                     defer {
                         pendingBytes.subtract(size, ordering: .relaxed)
@@ -114,7 +114,7 @@ package final class SyncConnection: @unchecked Sendable {
                     receive(message, bytes: size)
                 }
             case .binary:
-                send(SyncErrorMessage(.badMessage, "messages are JSON text, not binary").wireValue)
+                send(.error(SyncErrorMessage(.badMessage, "messages are JSON text, not binary")))
                 close(code: 1003, reason: "text only")
             case .closed:
                 app.queued.closed(self)
@@ -129,20 +129,25 @@ package final class SyncConnection: @unchecked Sendable {
     /// Handles one text message of the client; call on the app's queue.
     package func receive(_ text: String) { receive(ParsedMessage(text), bytes: text.utf8.count) }
 
-    private func receive(_ message: ParsedMessage, bytes: Int) {
+    private func receive(_ message: ParsedMessage<ClientMessage>, bytes: Int) {
         guard !throttled, !endIfExpired() else { return }
-        do {
-            app.handle(try message.fields(), from: self, bytes: bytes)
-        } catch {
-            app.metrics.error(SyncErrorCode.badMessage.rawValue)
-            send(SyncErrorMessage(.badMessage, "\(error)").wireValue)
-            close(code: 1002, reason: "bad message")
+        let decoded: ClientMessage
+        do { decoded = try message.message() } catch {
+            app.refuseUndecodable(error, from: self)
+            return
         }
+        app.handle(decoded, from: self, bytes: bytes)
     }
 
-    func send(_ value: Value) { send(text: Wire.encode(value)) }
+    /// Sends a message; returns its size in bytes.
+    @discardableResult
+    func send(_ message: ServerMessage) -> Int {
+        let text = message.text
+        send(text: text)
+        return text.utf8.count
+    }
 
-    func send(text: String) {
+    private func send(text: String) {
         do {
             try transport.send(text)
             // What this user's connections hold together, looked at once this one holds a
@@ -192,7 +197,7 @@ package final class SyncConnection: @unchecked Sendable {
     func refuse(_ error: SyncErrorMessage, reason: String) {
         guard !throttled else { return }
         throttled = true
-        send(error.wireValue)
+        send(.error(error))
         close(code: 1008, reason: reason)
     }
 }

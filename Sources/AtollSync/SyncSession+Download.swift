@@ -9,22 +9,20 @@ import Foundation
 // pending writes merge): a bootstrap's batches as one, evicting what the new view lacks.
 
 extension SyncSession {
-    func download(_ m: Fields) throws {
-        let serverVersion = try m.uint("serverVersion")
+    func download(_ m: ServerMessage.Download) throws {
+        let serverVersion = m.serverVersion
         var instructions = [(SyncInstruction, Clock)]()
-        let decoded = m.decodedChangesets
-        for (n, item) in try m.list("changesets").enumerated() {
-            let cs = try decoded?[n] ?? SyncChangeset(wire: item)
+        for item in m.changesets {
+            let cs = try item.decode().changeset
             instructions.reserveCapacity(instructions.count + cs.instructions.count)
             for ins in cs.instructions { instructions.append((ins, cs.clock)) }
         }
-        if case .object(let b)? = m["bootstrap"] {
+        if let b = m.bootstrap {
             // A bootstrap's objects carry their own clocks.
             if bootstrapBuffer.isEmpty { bootstrapBuffer = instructions } else { bootstrapBuffer += instructions }
-            let sent = Int(b["sent"]?.intValue ?? 0), total = Int(b["total"]?.intValue ?? 0)
-            emit(.progress(direction: "download", transferred: sent, transferable: total,
-                           estimate: total == 0 ? 1 : Double(sent) / Double(total)))
-            guard b["last"] == .bool(true) else { return }
+            emit(.progress(direction: "download", transferred: Int(b.sent), transferable: Int(b.total),
+                           estimate: b.total == 0 ? 1 : Double(b.sent) / Double(b.total)))
+            guard b.last else { return }
             let batch = bootstrapBuffer
             bootstrapBuffer = []
             try apply(batch, serverVersion: serverVersion, bootstrap: true)
@@ -34,9 +32,9 @@ extension SyncSession {
             }
             return
         }
-        if case .object(let p)? = m["progress"] {
-            let done = Int(p["downloaded"]?.intValue ?? 0), total = Int(p["downloadable"]?.intValue ?? 0)
-            emit(.progress(direction: "download", transferred: done, transferable: total, estimate: total == 0 ? 1 : Double(done) / Double(total)))
+        if let p = m.progress {
+            emit(.progress(direction: "download", transferred: Int(p.downloaded), transferable: Int(p.downloadable),
+                           estimate: p.downloadable == 0 ? 1 : Double(p.downloaded) / Double(p.downloadable)))
         }
         try apply(instructions, serverVersion: serverVersion, bootstrap: false)
     }

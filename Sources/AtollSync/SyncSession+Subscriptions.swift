@@ -25,10 +25,7 @@ extension SyncSession {
     public func subscriptions() throws -> (version: Int64, state: String, error: String?, subscriptions: [QuerySubscription]) {
         try store.withMetadata { sql in
             guard let set = try ClientTables.newestSubscriptionSet(sql) else { return (0, "complete", nil, []) }
-            var subs = [QuerySubscription]()
-            if case .list(let items) = try EJSON.parse(set.queries) {
-                subs = try items.map { try QuerySubscription(wire: $0) }
-            }
+            let subs = try Self.subscriptions(stored: set.queries)
             let state = set.state == "pending" && bootstrapping ? "bootstrapping" : set.state
             return (set.version, state, set.error, subs)
         }
@@ -66,8 +63,14 @@ extension SyncSession {
         // would otherwise go twice, and the server would bootstrap it twice).
         guard version != querySent else { return }
         querySent = version
-        let queries = set.flatMap { try? EJSON.parse($0.queries) } ?? .list([])
-        connection.send(.doc(["type": .string("query"), "session": .int(number), "version": .int(version), "queries": queries,
-                              "complete": .bool(set?.state == "complete")]))
+        let subscriptions = try set.map { try Self.subscriptions(stored: $0.queries) } ?? []
+        connection.send(.query(ClientMessage.Query(session: number, version: version, subscriptions: subscriptions.map(\.message),
+                                                   complete: set?.state == "complete")))
+    }
+
+    /// A subscription set's queries, from the JSON text the device stores them as.
+    static func subscriptions(stored text: String) throws -> [QuerySubscription] {
+        guard case .list(let items) = try EJSON.parse(text) else { return [] }
+        return try items.map { try QuerySubscription(wire: $0) }
     }
 }

@@ -74,7 +74,7 @@ extension SyncSession {
                 cached = false
                 var whole: SyncChangeset?
                 for part in Self.lines(p.text) {
-                    let cs = try SyncChangeset(wire: try EJSON.parse(part))
+                    let cs = try EncodedChangeset(stored: part).decode().changeset
                     if whole == nil { whole = cs } else { whole?.instructions += cs.instructions }
                 }
                 if let whole {
@@ -118,18 +118,18 @@ extension SyncSession {
             }
             guard !batch.isEmpty else { return }
             // Small changesets share a message; the parts of a large one go one per message.
-            var group = [String]()
+            var group = [WireChangeset]()
             func send() {
                 guard !group.isEmpty else { return }
-                connection.send(text: "{\"type\":\"upload\",\"session\":\(number),\"changesets\":[" + group.joined(separator: ",") + "]}")
+                connection.send(.upload(session: number, changesets: group))
                 group = []
             }
             for row in batch {
                 let parts = Self.lines(row.text)
-                if parts.count == 1 { group.append(row.text); continue }
+                if parts.count == 1 { group.append(.encoded(EncodedChangeset(stored: row.text))); continue }
                 send()
                 for part in parts {
-                    group = [part]
+                    group = [.encoded(EncodedChangeset(stored: part))]
                     send()
                 }
             }
@@ -156,12 +156,7 @@ extension SyncSession {
         @Sendable func encode(_ slice: ArraySlice<SyncInstruction>, more: Bool) -> String {
             var piece = cs
             piece.instructions = Array(slice)
-            var value = piece.wireValue
-            if more, case .object(var d) = value {
-                d["more"] = .bool(true)
-                value = .object(d)
-            }
-            return Wire.encode(value)
+            return EncodedChangeset(piece, more: more).text
         }
         let whole = cs.instructions[...]
         // About 100 bytes an instruction: a first guess of the part size, corrected below.

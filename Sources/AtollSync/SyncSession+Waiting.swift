@@ -21,7 +21,7 @@ extension SyncSession {
     public func waitForDownload(timeout: Double, cancelled: () -> Bool = { false }) throws {
         let request = connection.sync { () -> Int in
             marksSent += 1
-            if bound { connection.send(.doc(["type": .string("mark"), "session": .int(number), "request": .int(Int64(marksSent))])) }
+            if bound { connection.send(.mark(session: number, request: Int64(marksSent))) }
             return marksSent
         }
         try wait(timeout: timeout, what: "download", cancelled: cancelled) { self.marksAnswered >= request }

@@ -30,6 +30,10 @@ public struct QuerySubscription: Sendable, Hashable {
         self.arguments = arguments
     }
 
+    /// As a `query` message carries it.
+    var message: SubscriptionQuery { SubscriptionQuery(name: name, className: className, query: query, arguments: arguments) }
+
+    /// As the device stores it (the same fields as in a `query` message).
     var wireValue: Value {
         .doc(["name": .string(name), "class": .string(className), "query": .string(query), "args": .list(arguments)])
     }
@@ -254,24 +258,19 @@ public final class SyncSession: @unchecked Sendable {
         for t in targets { t(event) }
     }
 
-    func setState(_ s: State) {
-        let changed = lock.withLock { () -> Bool in
-            guard _state != s else { return false }
-            _state = s
-            lock.broadcast()
-            return true
-        }
-        if changed { emit(.state(s)) }
-    }
+    func setState(_ s: State) { change(\._state, to: s, .state(s)) }
 
-    func setConnectionState(_ s: ConnectionState) {
+    func setConnectionState(_ s: ConnectionState) { change(\._connectionState, to: s, .connection(s)) }
+
+    /// Sets a state under the lock, waking waiters, and tells observers if it changed.
+    private func change<T: Equatable>(_ state: ReferenceWritableKeyPath<SyncSession, T>, to value: T, _ event: SessionEvent) {
         let changed = lock.withLock { () -> Bool in
-            guard _connectionState != s else { return false }
-            _connectionState = s
+            guard self[keyPath: state] != value else { return false }
+            self[keyPath: state] = value
             lock.broadcast()
             return true
         }
-        if changed { emit(.connection(s)) }
+        if changed { emit(event) }
     }
 
     /// Stops talking to the server until `resume()`; local writes go on and wait.
@@ -313,32 +312,25 @@ public final class SyncSession: @unchecked Sendable {
         guard state == .active, !bound else { return }
         bound = true
         lastSent = 0
-        var bind = Document()
-        bind["type"] = .string("bind")
-        bind["session"] = .int(number)
-        bind["realm"] = .string(URL(fileURLWithPath: path).lastPathComponent)
         do {
             let (ident, salt, cursor, uploaded) = try store.withMetadata { sql in
                 (try ClientTables.int(sql, "ident"), try ClientTables.int(sql, "salt"), try ClientTables.int(sql, "downloadCursor"),
                  try ClientTables.int(sql, "uploadCursor"))
             }
-            switch configuration.mode {
-            case .flexible: bind["mode"] = .string("flexible")
-            case .partition(let value):
-                bind["mode"] = .string("partition")
-                bind["partition"] = value
+            let mode: ClientMessage.Mode = switch configuration.mode {
+            case .flexible: .flexible
+            case .partition(let value): .partition(value)
             }
-            bind["file"] = ident > 0 ? .doc(["ident": .int(ident), "salt": .int(salt)]) : .null
-            bind["downloadCursor"] = .int(cursor)
             // What the server acknowledged: changesets it integrated after that, their
             // acknowledgement lost, are sent again, and answered with their objects' state.
-            if ident > 0 { bind["uploadCursor"] = .int(uploaded) }
-            bind["schema"] = SchemaWire.value(store.schema)
-            connection.send(.object(bind))
+            connection.send(.bind(ClientMessage.Bind(
+                session: number, realm: URL(fileURLWithPath: path).lastPathComponent, mode: mode,
+                file: ident > 0 ? ClientFileIdentity(ident: ident, salt: salt) : nil, downloadCursor: UInt64(max(cursor, 0)),
+                uploadCursor: ident > 0 ? UInt64(max(uploaded, 0)) : nil, schema: SchemaWire.value(store.schema))))
             querySent = nil
             if case .flexible = configuration.mode { try sendQuery() }
             if marksSent > lock.withLock({ marksAnswered }) {
-                connection.send(.doc(["type": .string("mark"), "session": .int(number), "request": .int(Int64(marksSent))]))
+                connection.send(.mark(session: number, request: Int64(marksSent)))
             }
         } catch {
             report(SyncError(.clientInternalError, "cannot start the session: \(error)"))
@@ -352,29 +344,24 @@ public final class SyncSession: @unchecked Sendable {
     }
 
     /// Handles one message for this session (on the queue).
-    func handle(_ m: Fields) {
+    func handle(_ message: ServerMessage) {
         do {
-            let type = try m.string("type")
-            switch type {
-            case "ident":
-                guard case .object(let f)? = m["file"], case .int(let ident)? = f["ident"], case .int(let salt)? = f["salt"] else {
-                    throw ProtocolError("ident without a file")
-                }
+            switch message {
+            case .ident(_, let file):
                 try store.write {
                     try store.withMetadata { sql in
-                        try ClientTables.set(sql, "ident", .int(ident))
-                        try ClientTables.set(sql, "salt", .int(salt))
+                        try ClientTables.set(sql, "ident", .int(file.ident))
+                        try ClientTables.set(sql, "salt", .int(file.salt))
                     }
                 }
-            case "uploadAck":
-                try acknowledge(try m.uint("clientVersion"))
-            case "download":
+            case .uploadAck(_, let clientVersion):
+                try acknowledge(clientVersion)
+            case .download(let d):
                 // What the server says of the device's own changesets comes with their
                 // acknowledgement, in one message: merged with what is still pending, only.
-                if case .int(let acked)? = m["uploadAck"], acked > 0 { try acknowledge(UInt64(acked)) }
-                try download(m)
-            case "queryComplete":
-                let version = try m.int("version")
+                if let acked = d.uploadAck { try acknowledge(acked) }
+                try download(d)
+            case .queryComplete(_, let version, _):
                 try store.write {
                     try store.withMetadata { sql in
                         try ClientTables.completeSubscriptionSet(sql, version)
@@ -386,9 +373,7 @@ public final class SyncSession: @unchecked Sendable {
                     lock.broadcast()
                 }
                 emit(.progress(direction: "download", transferred: 1, transferable: 1, estimate: 1))
-            case "queryError":
-                let version = try m.int("version")
-                let message = (try? m.string("message")) ?? "the server refused the subscriptions"
+            case .queryError(_, let version, let message):
                 try store.write {
                     try store.withMetadata { sql in
                         try ClientTables.refuseSubscriptionSet(sql, version, error: message)
@@ -399,25 +384,22 @@ public final class SyncSession: @unchecked Sendable {
                     lock.broadcast()
                 }
                 report(SyncError(.invalidFlexibleSyncSubscriptions, message))
-            case "mark":
-                if case .int(let v)? = m["serverVersion"] {
+            case .mark(_, let request, let serverVersion):
+                if serverVersion > 0 {
                     try store.write { try store.withMetadata { sql in
-                        if try ClientTables.int(sql, "downloadCursor") < v { try ClientTables.set(sql, "downloadCursor", .int(v)) }
+                        if try ClientTables.int(sql, "downloadCursor") < Int64(serverVersion) {
+                            try ClientTables.set(sql, "downloadCursor", .int(Int64(serverVersion)))
+                        }
                     } }
                 }
-                if case .int(let r)? = m["request"] {
-                    lock.withLock {
-                        marksAnswered = max(marksAnswered, Int(r))
-                        lock.broadcast()
-                    }
+                lock.withLock {
+                    marksAnswered = max(marksAnswered, Int(request))
+                    lock.broadcast()
                 }
-            case "error":
-                try serverError(try SyncErrorMessage(wire: m))
-            case "unbound":
+            case .error(let e):
+                try serverError(e)
+            case .unbound, .pong:
                 break
-            default:
-                // As the server does with a client's: outside the protocol (docs/protocol.md).
-                throw ProtocolError("a message of unknown type '\(type)'")
             }
         } catch {
             report(SyncError(.badMessage, "a message from the server could not be used: \(error)"))

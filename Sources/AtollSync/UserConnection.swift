@@ -22,8 +22,7 @@ protocol SessionConnection: AnyObject, Sendable {
     func rebind(_ session: SyncSession)
     /// Drops the connection and connects again.
     func reconnectNow()
-    func send(_ value: Value)
-    func send(text: String)
+    func send(_ message: ClientMessage)
     /// Closes for good (the user logged out).
     func stop()
 }
@@ -37,7 +36,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     private let url: String
     private let configuration: AppConfiguration
     private var socket: WebSocket?
-    /// Large messages parsed on another core while the queue is busy.
+    /// Large messages decoded on another core while the queue is busy.
     private let parseAhead = ParseAhead()
     /// The generation of the connection attempt in flight, if any. An attempt whose generation
     /// is no longer this one (a detach, a reconnect or a stop came since) is stale: its outcome
@@ -91,7 +90,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     /// Removes a session (on the queue); the connection closes with the last.
     func detach(_ session: SyncSession) {
         guard sessions[session.number] === session else { return }
-        if session.bound { send(.doc(["type": .string("unbind"), "session": .int(session.number)])) }
+        if session.bound { send(.unbind(session: session.number)) }
         sessions[session.number] = nil
         session.didDisconnect()
         if sessions.isEmpty {
@@ -106,7 +105,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     /// Binds a session again under a new number (after a client reset).
     func rebind(_ session: SyncSession) {
         guard sessions[session.number] === session else { return }
-        if session.bound { send(.doc(["type": .string("unbind"), "session": .int(session.number)])) }
+        if session.bound { send(.unbind(session: session.number)) }
         sessions[session.number] = nil
         session.didDisconnect()
         attach(session)
@@ -123,11 +122,9 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         }
     }
 
-    func send(_ value: Value) { send(text: Wire.encode(value)) }
-
-    func send(text: String) {
+    func send(_ message: ClientMessage) {
         guard let socket else { return }
-        do { try socket.send(text) } catch {
+        do { try socket.send(message.text) } catch {
             socket.close(code: 1001, reason: "send failed")
         }
     }
@@ -197,7 +194,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
             guard let self else { return }
             // A large message is parsed on another core meanwhile; the queue handles the
             // messages in order all the same.
-            let message: ParsedMessage? = if case .text(let text) = event { ParsedMessage(text, ahead: self.parseAhead) } else { nil }
+            let message: ParsedMessage<ServerMessage>? = if case .text(let text) = event { ParsedMessage(text, ahead: self.parseAhead) } else { nil }
             self.queue.async { self.event(event, message, ws) }
         }
         for s in sessions.values.sorted(by: { $0.number < $1.number }) { s.didConnect() }
@@ -235,28 +232,25 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         }
     }
 
-    private func event(_ event: WebSocketEvent, _ message: ParsedMessage?, _ ws: WebSocket) {
+    private func event(_ event: WebSocketEvent, _ message: ParsedMessage<ServerMessage>?, _ ws: WebSocket) {
         guard ws === socket else { return }
         switch event {
         case .text:
-            do {
-                guard let m = try message?.fields() else { return }
-                if case .int(let seconds)? = m["retryAfter"], seconds > 0, (try? m.string("type")) == "error" {
-                    // Before the close that follows: the reconnect it schedules waits this long.
-                    notBefore = max(notBefore, Self.uptime() + min(Double(seconds), Self.longestHoldOff))
-                }
-                if case .int(let n)? = m["session"], let s = sessions[n] {
-                    s.handle(m)
-                } else if (try? m.string("type")) == "error" {
-                    let e = try SyncErrorMessage(wire: m)
-                    for s in sessions.values { s.report(SyncError(e.code, e.message)) }
-                } else if m["session"] == nil, let type = try? m.string("type"), type != "pong" {
-                    // A connection's message outside the protocol: as the server does with a client's.
-                    for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message of unknown type '\(type)'")) }
-                    ws.close(code: 1002, reason: "bad message")
-                }
-            } catch {
-                for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message that is not JSON: \(error)")) }
+            guard let message else { return }
+            let decoded = Result { try message.message() }
+            if let seconds = Self.retryAfter(decoded) {
+                // Before the close that follows: the reconnect it schedules waits this long.
+                notBefore = max(notBefore, Self.uptime() + min(Double(seconds), Self.longestHoldOff))
+            }
+            guard Self.deliver(decoded, to: sessions) else {
+                // As the server does with a client's message outside the protocol: closed (the
+                // sessions were told), and made again after the backoff.
+                generation += 1
+                socket = nil
+                ws.close(code: 1002, reason: "bad message")
+                for s in sessions.values { s.didDisconnect() }
+                scheduleRetry()
+                return
             }
         case .closed(let code, let reason):
             socket = nil
@@ -268,6 +262,36 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         case .binary, .pong:
             break
         }
+    }
+}
+
+extension SessionConnection {
+    /// Hands a message from the server to the session it names (of `sessions`, the
+    /// connection's); an `error` for no session, or for a session the connection no longer has,
+    /// goes to every session. A message that does not decode (not JSON, a type the protocol does
+    /// not have, a field missing or of the wrong kind) is refused as the server refuses a
+    /// client's (docs/protocol.md, "Unknown messages"): every session hears `badMessage`, and
+    /// the result is false: the connection must close.
+    static func deliver(_ decoded: Result<ServerMessage, Error>, to sessions: [Int64: SyncSession]) -> Bool {
+        switch decoded {
+        case .success(let message):
+            if let n = message.session, let s = sessions[n] {
+                s.handle(message)
+            } else if case .error(let e) = message {
+                for s in sessions.values { s.report(SyncError(e.code, e.message)) }
+            }
+            return true
+        case .failure(let error):
+            let what = (error as? ProtocolError)?.message ?? "\(error)"
+            for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message outside the protocol: \(what)")) }
+            return false
+        }
+    }
+
+    /// The seconds a server's error asks the client to wait before it connects again.
+    static func retryAfter(_ decoded: Result<ServerMessage, Error>) -> Int64? {
+        guard case .success(.error(let e)) = decoded, let seconds = e.retryAfter, seconds > 0 else { return nil }
+        return seconds
     }
 }
 

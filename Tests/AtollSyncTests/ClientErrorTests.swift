@@ -34,21 +34,32 @@ final class ClientErrorTests: XCTestCase {
         XCTAssertFalse(errors.contains { $0.code == .internalServerError }, "\(errors)")
     }
 
-    func testAMessageOfUnknownTypeIsBadMessageAndTheConnectionIsMadeAgain() throws {
+    func testAMessageOutsideTheProtocolIsBadMessageAndTheConnectionIsMadeAgain() throws {
         let sim = try settledDevice()
         defer { sim.close() }
         let device = sim.devices[0]
-        XCTAssertTrue(device.link.isConnected)
-        device.link.inject(#"{"type":"surprise","session":\#(device.session.number)}"#)
-        device.link.deliverDown()
-        let error = try XCTUnwrap(device.link.errors.last)
-        XCTAssertEqual(error.code, .badMessage)
-        XCTAssertTrue(error.message.contains("unknown type 'surprise'"), error.message)
-        XCTAssertFalse(device.link.isConnected, "the client closes, as the server does with a client's unknown message")
-        // It connects again and syncs on.
-        try device.write([.create(key: 1, text: "after", n: 2, tags: [])])
-        try sim.settle()
-        XCTAssertTrue(device.link.isConnected)
+        let n = device.session.number
+        // A type the protocol does not have (for a session, and for none), a known type with a
+        // field of the wrong kind, text that is not JSON: each refused the same way.
+        let cases = [(#"{"type":"surprise","session":\#(n)}"#, "unknown message type 'surprise'"),
+                     (#"{"type":"surprise"}"#, "unknown message type 'surprise'"),
+                     (#"{"type":"download","session":\#(n),"serverVersion":"7","changesets":[]}"#, #""serverVersion" must be an integer"#),
+                     (#"{"type":"uploadAck","session":\#(n)}"#, #""clientVersion" must be an integer"#),
+                     ("not json", "not JSON")]
+        for (key, (text, expected)) in cases.enumerated() {
+            XCTAssertTrue(device.link.isConnected, text)
+            let before = device.link.errors.count
+            device.link.inject(text)
+            device.link.deliverDown()
+            let error = try XCTUnwrap(device.link.errors.dropFirst(before).first, text)
+            XCTAssertEqual(error.code, .badMessage, text)
+            XCTAssertTrue(error.message.contains(expected), error.message)
+            XCTAssertFalse(device.link.isConnected, "the client closes, as the server does with a client's message outside the protocol")
+            // It connects again and syncs on.
+            try device.write([.create(key: key + 1, text: "after", n: 2, tags: [])])
+            try sim.settle()
+            XCTAssertTrue(device.link.isConnected)
+        }
         XCTAssertEqual(try SimOracle.check(sim, scratch: simulationDirectory()), [])
     }
 }

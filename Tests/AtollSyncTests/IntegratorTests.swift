@@ -466,7 +466,7 @@ final class IntegratorTests: XCTestCase {
             XCTAssertEqual(try decoded(encoded.texts(ofObjectAt: 0)), t1 + t1Later)
             XCTAssertEqual(try decoded(encoded.texts(ofObjectAt: 1)), t2)
             XCTAssertEqual(try decoded(encoded.pieces), byObject)
-            let history = try SyncChangeset(wire: EJSON.parse(encoded.changesetText))
+            let history = try encoded.changeset.decode().changeset
             XCTAssertEqual(history.instructions, byObject)
             XCTAssertEqual(history.serverVersion, 7)
             XCTAssertEqual(encoded.bytes, encoded.pieces.reduce(0) { $0 + $1.utf8.count + 1 })
@@ -474,7 +474,7 @@ final class IntegratorTests: XCTestCase {
                 XCTAssertGreaterThan(encoded.pieces.count, 2, "small pieces: the objects are split among them")
             } else {
                 XCTAssertEqual(encoded.pieces.count, 1)
-                XCTAssertTrue(encoded.changesetText.contains(#""op":"creates""#), "the new objects travel as a group")
+                XCTAssertTrue(encoded.changeset.text.contains(#""op":"creates""#), "the new objects travel as a group")
             }
         }
     }

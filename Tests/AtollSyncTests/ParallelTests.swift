@@ -56,59 +56,63 @@ final class ParallelTests: XCTestCase {
         return (Wire.encode(message), cs)
     }
 
-    /// `text` through a `ParsedMessage` with room to parse ahead: whether it went ahead as
-    /// `ahead` says, and the same document as parsed in place.
-    private func parsed(_ text: String, ahead: Bool, file: StaticString = #filePath, line: UInt = #line) throws -> Fields {
-        let message = ParsedMessage(text, ahead: ParseAhead())
+    /// `text` through a `ParsedMessage` with room to decode ahead: whether it went ahead as
+    /// `ahead` says, and the same message as decoded in place.
+    private func parsed(_ text: String, ahead: Bool, file: StaticString = #filePath, line: UInt = #line) throws -> ClientMessage {
+        let message = ParsedMessage<ClientMessage>(text, ahead: ParseAhead())
         XCTAssertEqual(message.isParsedAhead, ahead, file: file, line: line)
-        let fields = try message.fields()
-        XCTAssertEqual(fields.document, try Wire.decode(text).document, file: file, line: line)
-        return fields
+        let decoded = try message.message()
+        XCTAssertEqual(decoded, try ClientMessage(text: text), file: file, line: line)
+        return decoded
     }
 
-    func testALargeMessageIsParsedAndDecodedAsInPlace() throws {
+    func testALargeMessageIsDecodedAsInPlace() throws {
         let (text, cs) = upload(10_000)
-        XCTAssertGreaterThanOrEqual(text.utf8.count, ParsedMessage.threshold)
-        let fields = try parsed(text, ahead: true)
-        XCTAssertEqual(fields.decodedChangesets?.map(\.instructions), [cs.instructions])
-        XCTAssertEqual(fields.decodedChangesets?.first?.clientVersion, 9)
-        XCTAssertFalse(ParsedMessage(text).isParsedAhead, "without a budget, parsed where it is handled")
+        XCTAssertGreaterThanOrEqual(text.utf8.count, parseAheadThreshold)
+        let message = try parsed(text, ahead: true)
+        XCTAssertEqual(message, .upload(session: 1, changesets: [.decoded(cs)]))
+        XCTAssertFalse(ParsedMessage<ClientMessage>(text).isParsedAhead, "without a budget, decoded where it is handled")
     }
 
-    func testParsingAheadStopsAtTheBudgetAndGivesItBack() throws {
+    func testDecodingAheadStopsAtTheBudgetAndGivesItBack() throws {
         let (text, _) = upload(10_000)
         let size = text.utf8.count
         let budget = ParseAhead(limit: 2 * size)
-        var messages = (0..<3).map { _ in ParsedMessage(text, ahead: budget) }
+        var messages = (0..<3).map { _ in ParsedMessage<ClientMessage>(text, ahead: budget) }
         XCTAssertEqual(messages.map(\.isParsedAhead), [true, true, false], "the third waits as text")
         XCTAssertEqual(budget.inFlight, 2 * size)
-        // Parsed ahead or not, the same message.
-        XCTAssertEqual(try messages[0].fields().document, try messages[2].fields().document)
+        // Decoded ahead or not, the same message.
+        XCTAssertEqual(try messages[0].message(), try messages[2].message())
         messages.removeFirst()
         XCTAssertEqual(budget.inFlight, size, "a handled message gives its bytes back")
-        XCTAssertTrue(ParsedMessage(text, ahead: budget).isParsedAhead, "and makes room for the next")
+        XCTAssertTrue(ParsedMessage<ClientMessage>(text, ahead: budget).isParsedAhead, "and makes room for the next")
         messages.removeAll()
         XCTAssertEqual(budget.inFlight, 0)
     }
 
-    func testASmallMessageIsParsedWhereItIsHandled() throws {
-        let (text, _) = upload(3)
-        XCTAssertLessThan(text.utf8.count, ParsedMessage.threshold)
-        XCTAssertNil(try parsed(text, ahead: false).decodedChangesets, "decoded by the handler, in order")
+    func testASmallMessageIsDecodedWhereItIsHandled() throws {
+        let (text, cs) = upload(3)
+        XCTAssertLessThan(text.utf8.count, parseAheadThreshold)
+        XCTAssertEqual(try parsed(text, ahead: false), .upload(session: 1, changesets: [.decoded(cs)]))
     }
 
-    func testALargeMessageWithABadChangesetLeavesItToTheHandler() throws {
-        let filler = String(repeating: "x", count: ParsedMessage.threshold)
-        let text = Wire.encode(.doc(["type": .string("upload"), "pad": .string(filler),
+    func testALargeMessageWithABadChangesetFailsAsInPlace() throws {
+        let filler = String(repeating: "x", count: parseAheadThreshold)
+        let text = Wire.encode(.doc(["type": .string("upload"), "session": .int(4), "pad": .string(filler),
                                      "changesets": .list([.doc(["clientVersion": .int(1)])])]))
-        let fields = try parsed(text, ahead: true)
-        XCTAssertNil(fields.decodedChangesets)
-        XCTAssertThrowsError(try SyncChangeset(wire: try fields.list("changesets")[0]))
+        let message = ParsedMessage<ClientMessage>(text, ahead: ParseAhead())
+        XCTAssertTrue(message.isParsedAhead)
+        XCTAssertThrowsError(try message.message()) { error in
+            let e = error as? ProtocolError
+            XCTAssertTrue(e?.message.contains("clock") == true, "\(error)")
+            XCTAssertEqual(e?.messageType, "upload", "the refusal knows the message's type")
+            XCTAssertEqual(e?.session, 4, "and its session")
+        }
     }
 
     func testALargeTextThatIsNotJSONFailsAsInPlace() {
-        let text = "{" + String(repeating: "x", count: ParsedMessage.threshold)
-        XCTAssertThrowsError(try ParsedMessage(text, ahead: ParseAhead()).fields()) { error in
+        let text = "{" + String(repeating: "x", count: parseAheadThreshold)
+        XCTAssertThrowsError(try ParsedMessage<ServerMessage>(text, ahead: ParseAhead()).message()) { error in
             XCTAssertTrue(error is ProtocolError, "\(error)")
             XCTAssertTrue("\(error)".contains("not JSON"), "\(error)")
         }

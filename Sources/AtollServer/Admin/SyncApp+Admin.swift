@@ -270,7 +270,7 @@ extension SyncApp {
             let encoded = EncodedEffects(result.effects, serverVersion: version, clock: clock)
             effects = encoded
             return SyncCommit(entry: HistoryEntry(version: version, file: 0, clientVersion: 0, clock: clock, user: "admin",
-                                                  changeset: encoded.changesetText),
+                                                  changeset: encoded.changeset.text),
                               touched: encoded.order + result.changedWithoutEffects)
         }
         latestVersion = version

@@ -5,11 +5,13 @@ import Foundation
 /// One version of an app's history: what one integrated changeset changed, as clients
 /// download it.
 struct HistoryEntry {
+    /// The server version it made.
     var version: UInt64
-    /// The client file that uploaded it (0 for an edit made in the admin console).
-    var file: Int64
-    var clientVersion: UInt64
+    /// The client file that uploaded it (0 for an edit made in the admin console), and the
+    /// changeset's version on that file.
+    var file: Int64, clientVersion: UInt64
     var clock: Clock
+    /// The user who sent it.
     var user: String
     /// The changeset's text (`{"serverVersion", "clock", "instructions"}`, docs/protocol.md).
     var changeset: String

@@ -58,7 +58,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
 
     func detach(_ session: SyncSession) {
         guard sessions[session.number] === session else { return }
-        if session.bound { send(.doc(["type": .string("unbind"), "session": .int(session.number)])) }
+        if session.bound { send(.unbind(session: session.number)) }
         sessions[session.number] = nil
         session.didDisconnect()
         if sessions.isEmpty { disconnect(notifyServer: true) }
@@ -66,7 +66,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
 
     func rebind(_ session: SyncSession) {
         guard sessions[session.number] === session else { return }
-        if session.bound { send(.doc(["type": .string("unbind"), "session": .int(session.number)])) }
+        if session.bound { send(.unbind(session: session.number)) }
         sessions[session.number] = nil
         session.didDisconnect()
         attach(session)
@@ -75,11 +75,9 @@ final class SimLink: SessionConnection, @unchecked Sendable {
     /// A real connection drops and dials again at once; here the scheduler's connect step dials.
     func reconnectNow() { disconnect(notifyServer: true) }
 
-    func send(_ value: Value) { send(text: Wire.encode(value)) }
-
-    func send(text: String) {
+    func send(_ message: ClientMessage) {
         guard isConnected else { return }
-        up.append(text)
+        up.append(message.text)
     }
 
     func stop() { disconnect(notifyServer: true) }
@@ -149,23 +147,11 @@ final class SimLink: SessionConnection, @unchecked Sendable {
             }
         case .text(let text):
             if Self.verbose { print("  server -> d\(device): \(text)") }
-            do {
-                let m = try Wire.decode(text)
-                if case .int(let seconds)? = m["retryAfter"], seconds > 0, (try? m.string("type")) == "error" {
-                    notBefore = max(notBefore, now() + min(seconds, Int64(UserConnection.longestHoldOff)) * 1000)
-                }
-                if case .int(let n)? = m["session"], let s = sessions[n] {
-                    s.handle(m)
-                } else if (try? m.string("type")) == "error" {
-                    let e = try SyncErrorMessage(wire: m)
-                    for s in sessions.values { s.report(SyncError(e.code, e.message)) }
-                } else if m["session"] == nil, let type = try? m.string("type"), type != "pong" {
-                    for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message of unknown type '\(type)'")) }
-                    disconnect(notifyServer: true)
-                }
-            } catch {
-                for s in sessions.values { s.report(SyncError(.badMessage, "the server sent a message that is not JSON: \(error)")) }
+            let decoded = Result { try ServerMessage(text: text) }
+            if let seconds = Self.retryAfter(decoded) {
+                notBefore = max(notBefore, now() + min(seconds, Int64(UserConnection.longestHoldOff)) * 1000)
             }
+            if !Self.deliver(decoded, to: sessions) { disconnect(notifyServer: true) }
         }
         return true
     }
@@ -175,11 +161,10 @@ final class SimLink: SessionConnection, @unchecked Sendable {
     var uploads: UploadLog?
 
     private func recordUpload(_ text: String, _ end: SyncConnection) {
-        guard let uploads, let m = try? Wire.decode(text), (try? m.string("type")) == "upload", let n = try? m.int("session"),
-              let file = fileKey(n, end) else { return }
-        for item in (try? m.list("changesets")) ?? [] {
-            guard let cs = try? SyncChangeset(wire: item) else { continue }
-            uploads.add(file: file, cs, more: { if case .object(let d) = item { return d["more"] == .bool(true) } else { return false } }())
+        guard let uploads, case .upload(let n, let changesets)? = try? ClientMessage(text: text), let file = fileKey(n, end) else { return }
+        for item in changesets {
+            guard let (cs, more) = try? item.decode() else { continue }
+            uploads.add(file: file, cs, more: more)
         }
     }
 

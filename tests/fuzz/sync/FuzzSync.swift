@@ -1,14 +1,14 @@
 // Fuzz target "sync": sync protocol messages (docs/testing.md). An input is client messages, one
-// JSON text per line. Each line is decoded as the server decodes it (`Wire.decode`), its
-// changesets and instructions decoded and re-encoded (a decoded changeset must decode again from
-// its own wire form), and then it is handled by an in-process `SyncApp` (the server's engine,
+// JSON text per line. Each line is decoded as the server decodes it (`ClientMessage`), encoded
+// and decoded again (the same message must come back), and then it is handled by an in-process `SyncApp` (the server's engine,
 // with its store in a scratch directory) through an in-memory connection, as a WebSocket would
 // deliver it: bind, query, upload (integration into the store), mark, unbind. The bootstraps
 // the app starts (off its queue) run after the message that started them.
 //
 // Contract checked: nothing traps (a client's clock also observes each changeset's clocks and
-// reads on, as after a download); every `error` the server sends has a known code and a
-// non-empty message, and none is `internalServerError` (bad input is named as such).
+// reads on, as after a download); every message the server sends decodes as a client decodes it
+// (`ServerMessage`) and round-trips; every `error` has a known code and a non-empty message, and
+// none is `internalServerError` (bad input is named as such).
 import AtollFuzzSupport
 import AtollJSON
 import AtollProtocol
@@ -52,12 +52,21 @@ let directory = fuzzScratchDirectory("fuzz-sync")
 /// ATOLL_FUZZ_VERBOSE=1 prints each message and the server's replies (to write seeds).
 let verbose = ProcessInfo.processInfo.environment["ATOLL_FUZZ_VERBOSE"] != nil
 
-/// Decodes what a message carries the way both sides do, and checks the round trip.
-func decodeParts(_ message: Fields) {
-    var changesets = (try? message.list("changesets")) ?? []
-    if let one = message["changeset"] { changesets.append(one) }
-    for value in changesets {
-        guard let changeset = try? SyncChangeset(wire: value) else { continue }
+/// Decodes a message as the server does, checks that its encoding decodes to the same message
+/// (the encoder and the decoder agree on everything the decoder accepts), and takes the clocks of
+/// its changesets as a client takes a download's.
+func decodeParts(_ text: String) {
+    guard let message = try? ClientMessage(text: text) else { return }
+    let encoded = message.text
+    do {
+        let again = try ClientMessage(text: encoded)
+        guard again.text == encoded else { fuzzFailure("a client message does not encode the same after a round trip:\n\(encoded)\n\(again.text)") }
+    } catch {
+        fuzzFailure("a decoded client message does not decode from its own encoding: \(error)\n\(encoded)")
+    }
+    guard case .upload(_, let changesets) = message else { return }
+    for item in changesets {
+        guard let (changeset, _) = try? item.decode() else { continue }
         // What a client does with the clocks of a download (SyncSession): move its own clock
         // past them, then take readings for its next commits.
         let clock = HybridClock(node: 1)
@@ -68,30 +77,23 @@ func decodeParts(_ message: Fields) {
         }
         _ = clock.now()
         _ = clock.stamp(wall: 0)
-        do {
-            let again = try SyncChangeset(wire: changeset.wireValue)
-            guard again.instructions.count == changeset.instructions.count else {
-                fuzzFailure("a changeset of \(changeset.instructions.count) instructions reads back with \(again.instructions.count)")
-            }
-        } catch {
-            fuzzFailure("a decoded changeset does not decode from its own wire form: \(error)\n\(Wire.encode(changeset.wireValue))")
-        }
-    }
-    for value in (try? message.list("instructions")) ?? [] {
-        _ = try? SyncInstruction(wire: value)
     }
 }
 
+/// Every reply decodes as a client decodes it (and round-trips); an error has a known code and a
+/// message, and is never `internalServerError`.
 func checkReplies(_ peer: MemoryPeer, from start: Int, after line: Substring) {
     for text in peer.sent[start...] {
-        guard let reply = try? Wire.decode(text) else { fuzzFailure("the server sent a message that does not decode: \(text)") }
-        guard (try? reply.string("type")) == "error" else { continue }
-        guard let code = try? reply.string("code"), SyncErrorCode(rawValue: code) != nil else {
+        let reply: ServerMessage
+        do { reply = try ServerMessage(text: text) } catch { fuzzFailure("the server sent a message a client cannot decode (\(error)): \(text)") }
+        guard (try? ServerMessage(text: reply.text))?.text == reply.text else { fuzzFailure("a server message does not round-trip: \(text)") }
+        guard case .error(let error) = reply else { continue }
+        guard let raw = try? Wire.decode(text), let code = try? raw.string("code"), SyncErrorCode(rawValue: code) != nil else {
             fuzzFailure("an error without a known code: \(text)")
         }
-        guard let message = try? reply.string("message"), !message.isEmpty else { fuzzFailure("an error without a message: \(text)") }
-        if code == SyncErrorCode.internalServerError.rawValue {
-            fuzzFailure("internalServerError for the message \(line): \(message)")
+        guard !error.message.isEmpty else { fuzzFailure("an error without a message: \(text)") }
+        if error.code == .internalServerError {
+            fuzzFailure("internalServerError for the message \(line): \(error.message)")
         }
     }
 }
@@ -109,7 +111,7 @@ func fuzzSync(_ bytes: UnsafeRawBufferPointer) {
     let peer = MemoryPeer()
     let connection = SyncConnection(transport: peer, user: RuleUser(id: "fuzz-user"), app: app)
     for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
-        if let message = try? Wire.decode(String(line)) { decodeParts(message) }
+        decodeParts(String(line))
         let start = peer.sent.count
         app.queue.sync { connection.receive(String(line)) }
         bootstraps.runAll()
