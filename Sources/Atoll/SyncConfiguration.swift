@@ -32,7 +32,7 @@ public enum ClientResetMode: @unchecked Sendable {
     /// Recover; when that fails, discard.
     case recoverOrDiscardUnsyncedChanges(beforeReset: ((Realm) -> Void)? = nil, afterReset: ((Realm, Realm) -> Void)? = nil)
 
-    var engine: AtollSync.ClientResetMode {
+    var engine: AtollSync.ClientResetStrategy {
         switch self {
         case .manual: return .manual
         case .discardUnsyncedChanges: return .discardUnsyncedChanges
@@ -98,8 +98,8 @@ public struct SyncConfiguration: @unchecked Sendable {
     /// without sync).
     /// - Throws: the first error of a subscription the block appended (a query that cannot be
     ///   written, a name used twice).
-    func engine(local: Realm.Configuration) throws -> AtollSync.SyncConfiguration {
-        var c = AtollSync.SyncConfiguration(mode: partition.map { .partition($0) } ?? .flexible)
+    func engine(local: Realm.Configuration) throws -> AtollSync.ClientSyncConfiguration {
+        var c = AtollSync.ClientSyncConfiguration(mode: partition.map { .partition($0) } ?? .flexible)
         if let block = initialSubscriptions {
             let builder = SyncSubscriptionSet(building: ())
             block(builder)
@@ -220,7 +220,7 @@ private func safeName(_ s: String) -> String {
 struct SyncOpenPlan: @unchecked Sendable {
     let sync: SyncConfiguration
     let store: AtollStore.Configuration
-    let engine: AtollSync.SyncConfiguration
+    let engine: AtollSync.ClientSyncConfiguration
     let downloadTimeout: TimeInterval
 }
 
@@ -272,7 +272,7 @@ extension Realm {
 /// The sync session a realm holds while it is open: one handle of the engine's session of the
 /// file, given back when the realm goes (the session stops with its last handle).
 final class SyncLease: @unchecked Sendable {
-    let engine: AtollSync.SyncSession
+    let engine: AtollSync.ClientSession
     /// The session as the realm hands it out (`realm.syncSession`).
     let session: SyncSession
     /// The subscription changes under way on the realm (SyncSubscriptions.swift).
@@ -280,7 +280,7 @@ final class SyncLease: @unchecked Sendable {
     private var manualHandlerToken: Int?
 
     /// Takes over a handle of an engine session that is already open.
-    init(adopting engine: AtollSync.SyncSession, sync: SyncConfiguration) {
+    init(adopting engine: AtollSync.ClientSession, sync: SyncConfiguration) {
         self.engine = engine
         session = SyncSession(engine: engine, user: sync.user, configuration: sync)
         if case .manual(let handler?) = sync.clientResetMode {
@@ -300,7 +300,7 @@ final class SyncLease: @unchecked Sendable {
     /// Opens the engine's session of a plan, waiting for the server's data as `behavior` says
     /// (blocking: call it off the cooperative pool when it waits).
     static func open(_ plan: SyncOpenPlan, behavior: Realm.OpenBehavior, timeout: TimeInterval? = nil) throws -> SyncLease {
-        let engine = try AtollSync.SyncSession.openRealm(
+        let engine = try AtollSync.ClientSession.openRealm(
             user: plan.sync.user.engine, storeConfiguration: plan.store, sync: plan.engine,
             options: OpenOptions(downloadBeforeOpen: behavior, timeout: timeout ?? plan.downloadTimeout))
         return SyncLease(adopting: engine, sync: plan.sync)

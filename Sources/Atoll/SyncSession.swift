@@ -18,9 +18,9 @@ import Foundation
 public final class SyncSession: @unchecked Sendable, Hashable {
     /// `active`, `paused` (by `pause()`), `inactive` (stopped: the realms closed, the user
     /// logged out, or a fatal error).
-    public typealias State = AtollSync.SyncSession.State
+    public typealias State = AtollSync.ClientSession.State
     /// `disconnected`, `connecting`, `connected`.
-    public typealias ConnectionState = AtollSync.SyncSession.ConnectionState
+    public typealias ConnectionState = AtollSync.ClientSession.ConnectionState
 
     /// Which way data moves.
     public enum ProgressDirection: Sendable, Hashable {
@@ -53,14 +53,14 @@ public final class SyncSession: @unchecked Sendable, Hashable {
         public var fractionTransferred: Double { progressEstimate }
     }
 
-    let engine: AtollSync.SyncSession
+    let engine: AtollSync.ClientSession
     let user: User
     private let syncConfiguration: SyncConfiguration?
     private let lock = NSLock()
     /// The realm that handed the session out: it moves to the downloaded data after a wait.
     private weak var realm: Realm?
 
-    init(engine: AtollSync.SyncSession, user: User, configuration: SyncConfiguration?) {
+    init(engine: AtollSync.ClientSession, user: User, configuration: SyncConfiguration?) {
         self.engine = engine
         self.user = user
         syncConfiguration = configuration
@@ -132,11 +132,11 @@ public final class SyncSession: @unchecked Sendable, Hashable {
 
     /// Stops a progress notification (Realm's `ProgressNotificationToken`).
     public final class ProgressNotificationToken: @unchecked Sendable {
-        private weak var engine: AtollSync.SyncSession?
+        private weak var engine: AtollSync.ClientSession?
         private var id: Int?
         private let lock = NSLock()
 
-        fileprivate init(_ engine: AtollSync.SyncSession) { self.engine = engine }
+        fileprivate init(_ engine: AtollSync.ClientSession) { self.engine = engine }
 
         fileprivate func start(_ id: Int) { lock.withLock { self.id = id } }
 

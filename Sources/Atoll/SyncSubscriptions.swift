@@ -1,5 +1,6 @@
 // Sync (the package trait `Sync`, on by default): absent from a local-only build.
 #if Sync
+import AtollProtocol
 import AtollStore
 import AtollSync
 import Foundation
@@ -10,7 +11,7 @@ import Foundation
 // text with `$0…` arguments, which is what the engine sends to the server.
 //
 // Who calls what: the user's code changes a realm's set inside `update { }`; the change runs
-// inside the engine's write of a new subscription version (`AtollSync.SyncSession.updateSubscriptions`),
+// inside the engine's write of a new subscription version (`AtollSync.ClientSession.updateSubscriptions`),
 // so that it sees the newest version and nothing half-done is kept; `update` then waits for
 // the server's bootstrap of that version on a Dispatch thread.
 
@@ -78,9 +79,9 @@ public struct QuerySubscription<T: Object> {
 
     /// The engine's subscription.
     /// - Throws: the error of a query that could not be written.
-    func engine() throws -> AtollSync.QuerySubscription {
+    func engine() throws -> AtollProtocol.SubscriptionQuery {
         if let failure { throw failure }
-        return AtollSync.QuerySubscription(name: name ?? "", className: className, query: queryString, arguments: arguments)
+        return AtollProtocol.SubscriptionQuery(name: name ?? "", className: className, query: queryString, arguments: arguments)
     }
 }
 
@@ -110,10 +111,10 @@ public final class SyncSubscription: @unchecked Sendable, CustomStringConvertibl
     public let objectClassName: String
     /// The query's Realm Query Language text, with `$0…` in place of the values.
     public let queryString: String
-    let engine: AtollSync.QuerySubscription
+    let engine: AtollProtocol.SubscriptionQuery
     private weak var set: SyncSubscriptionSet?
 
-    init(_ engine: AtollSync.QuerySubscription, set: SyncSubscriptionSet) {
+    init(_ engine: AtollProtocol.SubscriptionQuery, set: SyncSubscriptionSet) {
         self.engine = engine
         name = engine.name.isEmpty ? nil : engine.name
         objectClassName = engine.className
@@ -183,7 +184,7 @@ public enum WaitForSyncMode: Sendable, Hashable {
 /// `realm.subscriptions` value of the realm sees the same update).
 final class SubscriptionEditor: @unchecked Sendable {
     let lock = NSRecursiveLock()
-    var pending: [AtollSync.QuerySubscription]?
+    var pending: [AtollProtocol.SubscriptionQuery]?
     var error: Error?
 }
 
@@ -221,7 +222,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
 
     /// The subscriptions an `initialSubscriptions` block appended.
     /// - Throws: the first change that failed.
-    func built() throws -> [AtollSync.QuerySubscription] {
+    func built() throws -> [AtollProtocol.SubscriptionQuery] {
         editor.lock.lock()
         defer { editor.lock.unlock() }
         if let error = editor.error { throw error }
@@ -230,7 +231,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
 
     /// The engine's session of a flexible sync realm.
     /// - Throws: `.invalidArgument` for a local or partition-sync realm.
-    func flexibleEngine() throws -> AtollSync.SyncSession {
+    func flexibleEngine() throws -> AtollSync.ClientSession {
         guard let realm else { throw AtollError(.invalidArgument, "the initial subscriptions change without update { }") }
         guard let engine = realm.thaw().lease?.engine, realm.configuration.syncConfiguration?.enableFlexibleSync == true else {
             throw AtollError(.invalidArgument, "the realm does not use flexible sync: it has no subscriptions")
@@ -239,7 +240,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
     }
 
     /// The newest stored set (empty for a realm without flexible sync).
-    private var stored: (version: Int64, state: String, error: String?, subscriptions: [AtollSync.QuerySubscription]) {
+    private var stored: (version: Int64, state: String, error: String?, subscriptions: [AtollProtocol.SubscriptionQuery]) {
         guard let engine = try? flexibleEngine() else { return (0, "complete", nil, []) }
         do { return try engine.subscriptions() } catch {
             realm?.report(error, failsWrite: false)
@@ -248,7 +249,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
     }
 
     /// The subscriptions: those being changed inside `update`, else the newest stored set.
-    private var current: [AtollSync.QuerySubscription] {
+    private var current: [AtollProtocol.SubscriptionQuery] {
         editor.lock.lock()
         defer { editor.lock.unlock() }
         return editor.pending ?? stored.subscriptions
@@ -330,7 +331,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
 
     /// Runs a user's block of changes inside the engine's write of a new version.
     /// - Returns: the new version, or nil when the block changed nothing.
-    private func commit(_ engine: AtollSync.SyncSession, _ block: () -> Void) throws -> Int64? {
+    private func commit(_ engine: AtollSync.ClientSession, _ block: () -> Void) throws -> Int64? {
         editor.lock.lock()
         defer { editor.lock.unlock() }
         guard editor.pending == nil else { throw AtollError(.alreadyInWrite, "subscriptions.update is running already") }
@@ -349,7 +350,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
 
     /// Writes a new version of the set changed by `change`, unless it changed nothing.
     /// - Returns: the new version, or nil.
-    func commit(_ engine: AtollSync.SyncSession, _ change: (inout [AtollSync.QuerySubscription]) throws -> Void) throws -> Int64? {
+    func commit(_ engine: AtollSync.ClientSession, _ change: (inout [AtollProtocol.SubscriptionQuery]) throws -> Void) throws -> Int64? {
         struct Unchanged: Error {}
         do {
             // `change` runs inside the engine's write of the new version.
@@ -367,7 +368,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
 
     /// Waits (on a Dispatch thread) for a version, and with `download` for the server's newest
     /// data, then moves the realm to it.
-    func wait(_ engine: AtollSync.SyncSession, version: Int64, timeout: TimeInterval?, download: Bool) async throws {
+    func wait(_ engine: AtollSync.ClientSession, version: Int64, timeout: TimeInterval?, download: Bool) async throws {
         let seconds = timeout ?? downloadTimeout
         try await runBlocking {
             let start = Date()
@@ -382,7 +383,7 @@ public final class SyncSubscriptionSet: @unchecked Sendable, RandomAccessCollect
     }
 
     /// Applies a change to the set being updated; outside `update`, reports an error instead.
-    func mutate(_ what: String, _ change: (inout [AtollSync.QuerySubscription]) throws -> Void) {
+    func mutate(_ what: String, _ change: (inout [AtollProtocol.SubscriptionQuery]) throws -> Void) {
         editor.lock.lock()
         defer { editor.lock.unlock() }
         guard var list = editor.pending else {
@@ -512,7 +513,7 @@ extension Results where Element: Object {
         let engine = try set.flexibleEngine()
         let (text, arguments) = try query.subscriptionQuery()
         let name = name.flatMap { $0.isEmpty ? nil : $0 }
-        let subscription = AtollSync.QuerySubscription(name: name ?? "", className: ObjectClass.of(Element.self).name,
+        let subscription = AtollProtocol.SubscriptionQuery(name: name ?? "", className: ObjectClass.of(Element.self).name,
                                                        query: text, arguments: arguments)
         let version = try set.commit(engine) { list in
             if let name {

@@ -46,7 +46,7 @@ var errorSlot: ErrorSlot {
 /// Runs the body of an ABI function: clears the last error, and on a thrown error records it
 /// and returns `failure`. Nothing escapes into the host.
 @inline(__always)
-func call<T>(_ failure: T, _ body: () throws -> T) -> T {
+func abiCall<T>(_ failure: T, _ body: () throws -> T) -> T {
     let slot = errorSlot
     slot.clear()
     do {
@@ -115,7 +115,7 @@ final class HandleTable: Sendable {
 
 let handles = HandleTable()
 
-func store(_ handle: OpaquePointer?) throws -> Store {
+func realmStore(_ handle: OpaquePointer?) throws -> Store {
     guard let handle else { throw AtollError(.invalidArgument, "realm is NULL") }
     switch handles.get(handle) {
     case .realm(let s), .migratingRealm(let s): return s
@@ -128,7 +128,7 @@ func store(_ handle: OpaquePointer?) throws -> Store {
     }
 }
 
-func results(_ handle: OpaquePointer?) throws -> Results {
+func liveResults(_ handle: OpaquePointer?) throws -> Results {
     guard let handle else { throw AtollError(.invalidArgument, "results is NULL") }
     switch handles.get(handle) {
     case .results(let r, let migrationRealm):
@@ -156,7 +156,7 @@ extension FrozenResults: ReadableResults {}
 /// Results to read: live or frozen.
 func readableResults(_ handle: OpaquePointer?) throws -> ReadableResults {
     if let handle, case .frozenResults(let frozen) = handles.get(handle) { return frozen }
-    return try results(handle)
+    return try liveResults(handle)
 }
 
 // MARK: - Callbacks
@@ -176,21 +176,21 @@ final class HostCallback<Function>: @unchecked Sendable {
 // MARK: - Arguments
 
 /// A required C string argument, checked for NULL and UTF-8.
-func text(_ p: UnsafePointer<CChar>?, _ name: String) throws -> String {
+func textArgument(_ p: UnsafePointer<CChar>?, _ name: String) throws -> String {
     guard let p else { throw AtollError(.invalidArgument, "\(name) is NULL") }
     guard let s = String(validatingCString: p) else { throw AtollError(.invalidArgument, "\(name) is not valid UTF-8") }
     return s
 }
 
 /// A required JSON text argument: NULL is an invalid argument, bad text invalid JSON.
-func json(_ p: UnsafePointer<CChar>?, _ name: String) throws -> JSONRef {
+func jsonArgument(_ p: UnsafePointer<CChar>?, _ name: String) throws -> JSONRef {
     guard let p else { throw AtollError(.invalidArgument, "\(name) is NULL") }
     do { return try EJSON.load(p) } catch let e as AtollError { throw e.prefixed(name) }
 }
 
 /// A required JSON text argument as a value (errors as for `json`).
-func jsonValue(_ p: UnsafePointer<CChar>?, _ name: String) throws -> Value {
-    let parsed = try json(p, name)
+func valueArgument(_ p: UnsafePointer<CChar>?, _ name: String) throws -> Value {
+    let parsed = try jsonArgument(p, name)
     defer { json_decref(parsed) }
     do { return try EJSON.value(parsed) } catch let e as AtollError { throw e.prefixed(name) }
 }

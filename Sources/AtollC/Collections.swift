@@ -7,14 +7,14 @@ import CJansson
 /// The object and property an element operation addresses, with its JSON value (if any).
 private func target(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                     _ property: UnsafePointer<CChar>?) throws -> (Store, String, Value, String) {
-    let s = try store(realm)
-    let name = try text(className, "class_name")
-    let pk = try jsonValue(primaryKeyJSON, "primary_key_json")
-    return (s, name, pk, try text(property, "property"))
+    let s = try realmStore(realm)
+    let name = try textArgument(className, "class_name")
+    let pk = try valueArgument(primaryKeyJSON, "primary_key_json")
+    return (s, name, pk, try textArgument(property, "property"))
 }
 
 private func element(_ valueJSON: UnsafePointer<CChar>?) throws -> Value {
-    try jsonValue(valueJSON, "value_json")
+    try valueArgument(valueJSON, "value_json")
 }
 
 private func report(_ out: UnsafeMutablePointer<Bool>?, _ value: Bool) -> Bool {
@@ -25,7 +25,7 @@ private func report(_ out: UnsafeMutablePointer<Bool>?, _ value: Bool) -> Bool {
 @_cdecl("atoll_list_insert")
 public func atoll_list_insert(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                               _ property: UnsafePointer<CChar>?, _ index: Int, _ valueJSON: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
         try s.listInsert(name, primaryKey: pk, property: prop, try element(valueJSON), at: index)
         return true
@@ -35,7 +35,7 @@ public func atoll_list_insert(_ realm: OpaquePointer?, _ className: UnsafePointe
 @_cdecl("atoll_list_set")
 public func atoll_list_set(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                            _ property: UnsafePointer<CChar>?, _ index: Int, _ valueJSON: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
         try s.listSet(name, primaryKey: pk, property: prop, try element(valueJSON), at: index)
         return true
@@ -45,7 +45,7 @@ public func atoll_list_set(_ realm: OpaquePointer?, _ className: UnsafePointer<C
 @_cdecl("atoll_list_erase")
 public func atoll_list_erase(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                              _ property: UnsafePointer<CChar>?, _ index: Int) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
         try s.listErase(name, primaryKey: pk, property: prop, at: index)
         return true
@@ -55,7 +55,7 @@ public func atoll_list_erase(_ realm: OpaquePointer?, _ className: UnsafePointer
 @_cdecl("atoll_list_move")
 public func atoll_list_move(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                             _ property: UnsafePointer<CChar>?, _ from: Int, _ to: Int) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
         try s.listMove(name, primaryKey: pk, property: prop, from: from, to: to)
         return true
@@ -66,7 +66,7 @@ public func atoll_list_move(_ realm: OpaquePointer?, _ className: UnsafePointer<
 public func atoll_set_insert(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                              _ property: UnsafePointer<CChar>?, _ valueJSON: UnsafePointer<CChar>?,
                              _ outInserted: UnsafeMutablePointer<Bool>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
         return report(outInserted, try s.setInsert(name, primaryKey: pk, property: prop, try element(valueJSON)))
     }
@@ -76,7 +76,7 @@ public func atoll_set_insert(_ realm: OpaquePointer?, _ className: UnsafePointer
 public func atoll_set_erase(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                             _ property: UnsafePointer<CChar>?, _ valueJSON: UnsafePointer<CChar>?,
                             _ outErased: UnsafeMutablePointer<Bool>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
         return report(outErased, try s.setErase(name, primaryKey: pk, property: prop, try element(valueJSON)))
     }
@@ -86,9 +86,9 @@ public func atoll_set_erase(_ realm: OpaquePointer?, _ className: UnsafePointer<
 public func atoll_dictionary_set(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                                  _ property: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?,
                                  _ valueJSON: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
-        try s.dictionarySet(name, primaryKey: pk, property: prop, key: try text(key, "key"), try element(valueJSON))
+        try s.dictionarySet(name, primaryKey: pk, property: prop, key: try textArgument(key, "key"), try element(valueJSON))
         return true
     }
 }
@@ -97,16 +97,16 @@ public func atoll_dictionary_set(_ realm: OpaquePointer?, _ className: UnsafePoi
 public func atoll_dictionary_erase(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                                    _ property: UnsafePointer<CChar>?, _ key: UnsafePointer<CChar>?,
                                    _ outErased: UnsafeMutablePointer<Bool>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
-        return report(outErased, try s.dictionaryErase(name, primaryKey: pk, property: prop, key: try text(key, "key")))
+        return report(outErased, try s.dictionaryErase(name, primaryKey: pk, property: prop, key: try textArgument(key, "key")))
     }
 }
 
 @_cdecl("atoll_object_add_integer")
 public func atoll_object_add_integer(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ primaryKeyJSON: UnsafePointer<CChar>?,
                                      _ property: UnsafePointer<CChar>?, _ delta: Int64) -> Bool {
-    call(false) {
+    abiCall(false) {
         let (s, name, pk, prop) = try target(realm, className, primaryKeyJSON, property)
         try s.addInteger(name, primaryKey: pk, property: prop, delta)
         return true

@@ -28,7 +28,7 @@ private func configuration(_ p: UnsafePointer<CChar>?) throws -> Configuration {
 
 @_cdecl("atoll_realm_open_with")
 public func atoll_realm_open_with(_ config: UnsafePointer<CChar>?, _ options: UnsafeRawPointer?) -> OpaquePointer? {
-    call(nil) {
+    abiCall(nil) {
         var configuration = try configuration(config)
         if let options {
             // `size` must cover every field read below and no more than this library knows.
@@ -57,17 +57,17 @@ public func atoll_realm_open_with(_ config: UnsafePointer<CChar>?, _ options: Un
 
 @_cdecl("atoll_realm_write_copy")
 public func atoll_realm_write_copy(_ realm: OpaquePointer?, _ path: UnsafePointer<CChar>?, _ compact: Bool) -> Bool {
-    call(false) {
-        let s = try store(realm)
-        try s.writeCopy(to: try text(path, "path"), compact: compact)
+    abiCall(false) {
+        let s = try realmStore(realm)
+        try s.writeCopy(to: try textArgument(path, "path"), compact: compact)
         return true
     }
 }
 
 @_cdecl("atoll_realm_write_copy_to")
 public func atoll_realm_write_copy_to(_ realm: OpaquePointer?, _ config: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
-        let s = try store(realm)
+    abiCall(false) {
+        let s = try realmStore(realm)
         try s.writeCopy(to: try configuration(config))
         return true
     }
@@ -75,12 +75,12 @@ public func atoll_realm_write_copy_to(_ realm: OpaquePointer?, _ config: UnsafeP
 
 @_cdecl("atoll_realm_compact")
 public func atoll_realm_compact(_ realm: OpaquePointer?) -> Bool {
-    call(false) { try store(realm).compact(); return true }
+    abiCall(false) { try realmStore(realm).compact(); return true }
 }
 
 @_cdecl("atoll_realm_file_exists")
 public func atoll_realm_file_exists(_ config: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Bool>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let c = try configuration(config)
         guard let out else { throw AtollError(.invalidArgument, "out_exists is NULL") }
         out.pointee = try Store.fileExists(c)
@@ -90,7 +90,7 @@ public func atoll_realm_file_exists(_ config: UnsafePointer<CChar>?, _ out: Unsa
 
 @_cdecl("atoll_realm_delete_files")
 public func atoll_realm_delete_files(_ config: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Bool>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let deleted = try Store.deleteFiles(try configuration(config))
         out?.pointee = deleted
         return true

@@ -39,23 +39,23 @@ private func migrationEntry(_ handle: OpaquePointer?) throws -> (migration: Migr
 
 @_cdecl("atoll_migration_realm")
 public func atoll_migration_realm(_ m: OpaquePointer?) -> OpaquePointer? {
-    call(nil) { OpaquePointer(bitPattern: try migrationEntry(m).realm) }
+    abiCall(nil) { OpaquePointer(bitPattern: try migrationEntry(m).realm) }
 }
 
 @_cdecl("atoll_migration_old_schema")
 public func atoll_migration_old_schema(_ m: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) { try textResult(SchemaJSON.make(try migration(m).oldSchema)) }
+    abiCall(nil) { try textResult(SchemaJSON.make(try migration(m).oldSchema)) }
 }
 
 @_cdecl("atoll_migration_new_schema")
 public func atoll_migration_new_schema(_ m: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) { try textResult(SchemaJSON.make(try migration(m).newSchema)) }
+    abiCall(nil) { try textResult(SchemaJSON.make(try migration(m).newSchema)) }
 }
 
 @_cdecl("atoll_migration_versions")
 public func atoll_migration_versions(_ m: OpaquePointer?, _ oldVersion: UnsafeMutablePointer<UInt64>?,
                                      _ newVersion: UnsafeMutablePointer<UInt64>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let mig = try migration(m)
         oldVersion?.pointee = mig.oldSchemaVersion
         newVersion?.pointee = mig.newSchemaVersion
@@ -65,8 +65,8 @@ public func atoll_migration_versions(_ m: OpaquePointer?, _ oldVersion: UnsafeMu
 
 @_cdecl("atoll_migration_old_objects")
 public func atoll_migration_old_objects(_ m: OpaquePointer?, _ className: UnsafePointer<CChar>?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) {
-        let objects = try migration(m).oldObjects(try text(className, "class_name"))
+    abiCall(nil) {
+        let objects = try migration(m).oldObjects(try textArgument(className, "class_name"))
         let array = json_array()!
         for (key, object) in objects {
             let entry = json_object()!
@@ -81,10 +81,10 @@ public func atoll_migration_old_objects(_ m: OpaquePointer?, _ className: Unsafe
 @_cdecl("atoll_migration_set")
 public func atoll_migration_set(_ m: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ key: Int64,
                                 _ valuesJSON: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let mig = try migration(m)
-        let name = try text(className, "class_name")
-        let values = try json(valuesJSON, "values_json")
+        let name = try textArgument(className, "class_name")
+        let values = try jsonArgument(valuesJSON, "values_json")
         defer { json_decref(values) }
         try mig.set(name, key: ObjectKey(key), try EJSON.document(values))
         return true
@@ -94,16 +94,16 @@ public func atoll_migration_set(_ m: OpaquePointer?, _ className: UnsafePointer<
 @_cdecl("atoll_migration_rename_property")
 public func atoll_migration_rename_property(_ m: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                                             _ from: UnsafePointer<CChar>?, _ to: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
-        try migration(m).renameProperty(try text(className, "class_name"), from: try text(from, "from"), to: try text(to, "to"))
+    abiCall(false) {
+        try migration(m).renameProperty(try textArgument(className, "class_name"), from: try textArgument(from, "from"), to: try textArgument(to, "to"))
         return true
     }
 }
 
 @_cdecl("atoll_migration_delete_data")
 public func atoll_migration_delete_data(_ m: OpaquePointer?, _ className: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
-        try migration(m).deleteData(try text(className, "class_name"))
+    abiCall(false) {
+        try migration(m).deleteData(try textArgument(className, "class_name"))
         return true
     }
 }

@@ -20,7 +20,7 @@ private func deliver(_ host: HostCallback<ChangesFunction>, _ json: JSONRef) {
 /// Parses an optional JSON array of key paths.
 private func keyPaths(_ p: UnsafePointer<CChar>?) throws -> [String]? {
     guard let p else { return nil }
-    let value = try json(p, "key_paths_json")
+    let value = try jsonArgument(p, "key_paths_json")
     defer { json_decref(value) }
     guard value.pointee.type == JSON_ARRAY else {
         throw AtollError(.invalidArgument, "key_paths_json must be a JSON array of strings (or NULL)")
@@ -40,7 +40,7 @@ private func keyPaths(_ p: UnsafePointer<CChar>?) throws -> [String]? {
 private func observe(_ fn: ChangesFunction?, _ userdata: UnsafeMutableRawPointer?, _ freeUserdata: FreeUserdataFunction?,
                      _ register: (HostCallback<ChangesFunction>) throws -> NotificationToken) -> OpaquePointer? {
     let release = HostCallback(freeUserdata, userdata)
-    let token: OpaquePointer? = call(nil) {
+    let token: OpaquePointer? = abiCall(nil) {
         guard let fn else { throw AtollError(.invalidArgument, "fn is NULL") }
         let t = try register(HostCallback(fn, userdata))
         t.whenInvalidated { release.function?(release.userdata) }
@@ -54,7 +54,7 @@ private func observe(_ fn: ChangesFunction?, _ userdata: UnsafeMutableRawPointer
 public func atoll_results_observe(_ handle: OpaquePointer?, _ keyPathsJSON: UnsafePointer<CChar>?, _ fn: ChangesFunction?,
                                   _ userdata: UnsafeMutableRawPointer?, _ freeUserdata: FreeUserdataFunction?) -> OpaquePointer? {
     observe(fn, userdata, freeUserdata) { host in
-        let r = try results(handle)
+        let r = try liveResults(handle)
         return try r.observe(keyPaths: try keyPaths(keyPathsJSON)) { deliver(host, ChangesJSON.make($0)) }
     }
 }
@@ -64,9 +64,9 @@ public func atoll_object_observe(_ realm: OpaquePointer?, _ className: UnsafePoi
                                  _ keyPathsJSON: UnsafePointer<CChar>?, _ fn: ChangesFunction?,
                                  _ userdata: UnsafeMutableRawPointer?, _ freeUserdata: FreeUserdataFunction?) -> OpaquePointer? {
     observe(fn, userdata, freeUserdata) { host in
-        let s = try store(realm)
-        let name = try text(className, "class_name")
-        let pk = try jsonValue(primaryKeyJSON, "primary_key_json")
+        let s = try realmStore(realm)
+        let name = try textArgument(className, "class_name")
+        let pk = try valueArgument(primaryKeyJSON, "primary_key_json")
         return try s.observeObject(name, primaryKey: pk, keyPaths: try keyPaths(keyPathsJSON)) { deliver(host, ChangesJSON.make($0)) }
     }
 }
@@ -76,10 +76,10 @@ public func atoll_collection_observe(_ realm: OpaquePointer?, _ className: Unsaf
                                      _ property: UnsafePointer<CChar>?, _ keyPathsJSON: UnsafePointer<CChar>?, _ fn: ChangesFunction?,
                                      _ userdata: UnsafeMutableRawPointer?, _ freeUserdata: FreeUserdataFunction?) -> OpaquePointer? {
     observe(fn, userdata, freeUserdata) { host in
-        let s = try store(realm)
-        let name = try text(className, "class_name")
-        let pk = try jsonValue(primaryKeyJSON, "primary_key_json")
-        let prop = try text(property, "property")
+        let s = try realmStore(realm)
+        let name = try textArgument(className, "class_name")
+        let pk = try valueArgument(primaryKeyJSON, "primary_key_json")
+        let prop = try textArgument(property, "property")
         return try s.observeCollection(name, primaryKey: pk, property: prop, keyPaths: try keyPaths(keyPathsJSON)) {
             deliver(host, ChangesJSON.make($0))
         }
@@ -90,7 +90,7 @@ public func atoll_collection_observe(_ realm: OpaquePointer?, _ className: Unsaf
 public func atoll_realm_observe(_ realm: OpaquePointer?, _ fn: ChangesFunction?, _ userdata: UnsafeMutableRawPointer?,
                                 _ freeUserdata: FreeUserdataFunction?) -> OpaquePointer? {
     observe(fn, userdata, freeUserdata) { host in
-        try store(realm).observe { deliver(host, ChangesJSON.make($0)) }
+        try realmStore(realm).observe { deliver(host, ChangesJSON.make($0)) }
     }
 }
 
@@ -104,29 +104,29 @@ public func atoll_token_free(_ token: OpaquePointer?) {
 
 @_cdecl("atoll_realm_refresh")
 public func atoll_realm_refresh(_ realm: OpaquePointer?) -> Bool {
-    call(false) {
-        _ = try store(realm).refresh()
+    abiCall(false) {
+        _ = try realmStore(realm).refresh()
         return true
     }
 }
 
 @_cdecl("atoll_realm_notification_fd")
 public func atoll_realm_notification_fd(_ realm: OpaquePointer?) -> Int32 {
-    call(-1) { try store(realm).notificationDescriptor() }
+    abiCall(-1) { try realmStore(realm).notificationDescriptor() }
 }
 
 @_cdecl("atoll_realm_deliver_notifications")
 public func atoll_realm_deliver_notifications(_ realm: OpaquePointer?) -> Bool {
-    call(false) {
-        try store(realm).deliverNotifications()
+    abiCall(false) {
+        try realmStore(realm).deliverNotifications()
         return true
     }
 }
 
 @_cdecl("atoll_results_freeze")
 public func atoll_results_freeze(_ handle: OpaquePointer?) -> OpaquePointer? {
-    call(nil) {
+    abiCall(nil) {
         if let handle, case .frozenResults(let frozen) = handles.get(handle) { return handles.insert(.frozenResults(frozen)) }
-        return handles.insert(.frozenResults(try results(handle).freeze()))
+        return handles.insert(.frozenResults(try liveResults(handle).freeze()))
     }
 }

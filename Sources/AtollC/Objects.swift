@@ -7,8 +7,8 @@ import CJansson
 
 private func create(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ object: JSONRef,
                     _ policy: Int32) throws -> JSONRef {
-    let s = try store(realm)
-    let name = try text(className, "class_name")
+    let s = try realmStore(realm)
+    let name = try textArgument(className, "class_name")
     let p = try updatePolicy(policy)
     let doc = try EJSON.document(object)
     return try s.withLock {
@@ -21,8 +21,8 @@ private func create(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
 @_cdecl("atoll_object_create")
 public func atoll_object_create(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                                 _ objectJSON: UnsafePointer<CChar>?, _ policy: Int32) -> UnsafeMutablePointer<CChar>? {
-    call(nil) {
-        let object = try json(objectJSON, "object_json")
+    abiCall(nil) {
+        let object = try jsonArgument(objectJSON, "object_json")
         defer { json_decref(object) }
         return try textResult(try create(realm, className, object, policy))
     }
@@ -31,7 +31,7 @@ public func atoll_object_create(_ realm: OpaquePointer?, _ className: UnsafePoin
 @_cdecl("atoll_object_create_j")
 public func atoll_object_create_j(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                                   _ object: JSONRef?, _ policy: Int32) -> JSONRef? {
-    call(nil) {
+    abiCall(nil) {
         guard let object else { throw AtollError(.invalidArgument, "object is NULL") }
         return try create(realm, className, object, policy)
     }
@@ -39,8 +39,8 @@ public func atoll_object_create_j(_ realm: OpaquePointer?, _ className: UnsafePo
 
 private func createMany(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ array: JSONRef, _ policy: Int32,
                         _ out: UnsafeMutablePointer<Int>?) throws -> Bool {
-    let s = try store(realm)
-    let name = try text(className, "class_name")
+    let s = try realmStore(realm)
+    let name = try textArgument(className, "class_name")
     let p = try updatePolicy(policy)
     guard array.pointee.type == JSON_ARRAY else {
         throw AtollError(.invalidJSON, "array_json must be a JSON array of objects, not \(EJSON.kind(array))")
@@ -61,8 +61,8 @@ private func createMany(_ realm: OpaquePointer?, _ className: UnsafePointer<CCha
 public func atoll_objects_create_many(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                                       _ arrayJSON: UnsafePointer<CChar>?, _ policy: Int32,
                                       _ out: UnsafeMutablePointer<Int>?) -> Bool {
-    call(false) {
-        let array = try json(arrayJSON, "array_json")
+    abiCall(false) {
+        let array = try jsonArgument(arrayJSON, "array_json")
         defer { json_decref(array) }
         return try createMany(realm, className, array, policy, out)
     }
@@ -71,15 +71,15 @@ public func atoll_objects_create_many(_ realm: OpaquePointer?, _ className: Unsa
 @_cdecl("atoll_objects_create_many_j")
 public func atoll_objects_create_many_j(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                                         _ array: JSONRef?, _ policy: Int32, _ out: UnsafeMutablePointer<Int>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         guard let array else { throw AtollError(.invalidArgument, "array is NULL") }
         return try createMany(realm, className, array, policy, out)
     }
 }
 
 private func get(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ key: JSONRef) throws -> JSONRef {
-    let s = try store(realm)
-    let name = try text(className, "class_name")
+    let s = try realmStore(realm)
+    let name = try textArgument(className, "class_name")
     let pk = try EJSON.value(key)
     guard let doc = try s.object(name, primaryKey: pk) else {
         throw AtollError(.notFound, "no object of class '\(name)' with primary key \(EJSON.dump(key))")
@@ -90,8 +90,8 @@ private func get(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ 
 @_cdecl("atoll_object_get")
 public func atoll_object_get(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                              _ keyJSON: UnsafePointer<CChar>?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) {
-        let key = try json(keyJSON, "primary_key_json")
+    abiCall(nil) {
+        let key = try jsonArgument(keyJSON, "primary_key_json")
         defer { json_decref(key) }
         return try textResult(try get(realm, className, key))
     }
@@ -99,23 +99,23 @@ public func atoll_object_get(_ realm: OpaquePointer?, _ className: UnsafePointer
 
 @_cdecl("atoll_object_get_j")
 public func atoll_object_get_j(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ key: JSONRef?) -> JSONRef? {
-    call(nil) {
+    abiCall(nil) {
         guard let key else { throw AtollError(.invalidArgument, "primary_key is NULL") }
         return try get(realm, className, key)
     }
 }
 
 private func delete(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ key: JSONRef) throws -> Bool {
-    let s = try store(realm)
-    try s.delete(try text(className, "class_name"), primaryKey: try EJSON.value(key))
+    let s = try realmStore(realm)
+    try s.delete(try textArgument(className, "class_name"), primaryKey: try EJSON.value(key))
     return true
 }
 
 @_cdecl("atoll_object_delete")
 public func atoll_object_delete(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                                 _ keyJSON: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
-        let key = try json(keyJSON, "primary_key_json")
+    abiCall(false) {
+        let key = try jsonArgument(keyJSON, "primary_key_json")
         defer { json_decref(key) }
         return try delete(realm, className, key)
     }
@@ -123,7 +123,7 @@ public func atoll_object_delete(_ realm: OpaquePointer?, _ className: UnsafePoin
 
 @_cdecl("atoll_object_delete_j")
 public func atoll_object_delete_j(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ key: JSONRef?) -> Bool {
-    call(false) {
+    abiCall(false) {
         guard let key else { throw AtollError(.invalidArgument, "primary_key is NULL") }
         return try delete(realm, className, key)
     }

@@ -20,23 +20,23 @@ public func atoll_realm_close(_ realm: OpaquePointer?) {
 
 @_cdecl("atoll_realm_begin_write")
 public func atoll_realm_begin_write(_ realm: OpaquePointer?) -> Bool {
-    call(false) { try store(realm).beginWrite(); return true }
+    abiCall(false) { try realmStore(realm).beginWrite(); return true }
 }
 
 @_cdecl("atoll_realm_commit")
 public func atoll_realm_commit(_ realm: OpaquePointer?) -> Bool {
-    call(false) { try store(realm).commit(); return true }
+    abiCall(false) { try realmStore(realm).commit(); return true }
 }
 
 @_cdecl("atoll_realm_cancel_write")
 public func atoll_realm_cancel_write(_ realm: OpaquePointer?) -> Bool {
-    call(false) { try store(realm).cancelWrite(); return true }
+    abiCall(false) { try realmStore(realm).cancelWrite(); return true }
 }
 
 @_cdecl("atoll_realm_is_in_write")
 public func atoll_realm_is_in_write(_ realm: OpaquePointer?, _ out: UnsafeMutablePointer<Bool>?) -> Bool {
-    call(false) {
-        let s = try store(realm)
+    abiCall(false) {
+        let s = try realmStore(realm)
         guard let out else { throw AtollError(.invalidArgument, "out_in_write is NULL") }
         guard !s.isClosed else { throw AtollError(.closed, "the realm is closed") }
         out.pointee = s.isInWrite
@@ -46,16 +46,16 @@ public func atoll_realm_is_in_write(_ realm: OpaquePointer?, _ out: UnsafeMutabl
 
 @_cdecl("atoll_realm_schema")
 public func atoll_realm_schema(_ realm: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) {
-        let s = try store(realm)
+    abiCall(nil) {
+        let s = try realmStore(realm)
         return try s.withLock { try textResult(SchemaJSON.make(s.schema)) }
     }
 }
 
 @_cdecl("atoll_realm_schema_version")
 public func atoll_realm_schema_version(_ realm: OpaquePointer?, _ out: UnsafeMutablePointer<UInt64>?) -> Bool {
-    call(false) {
-        let s = try store(realm)
+    abiCall(false) {
+        let s = try realmStore(realm)
         guard let out else { throw AtollError(.invalidArgument, "out_version is NULL") }
         out.pointee = try s.withLock { s.schemaVersion }
         return true
@@ -64,8 +64,8 @@ public func atoll_realm_schema_version(_ realm: OpaquePointer?, _ out: UnsafeMut
 
 @_cdecl("atoll_realm_version")
 public func atoll_realm_version(_ realm: OpaquePointer?, _ out: UnsafeMutablePointer<UInt64>?) -> Bool {
-    call(false) {
-        let s = try store(realm)
+    abiCall(false) {
+        let s = try realmStore(realm)
         guard let out else { throw AtollError(.invalidArgument, "out_version is NULL") }
         out.pointee = try s.version()
         return true
@@ -74,8 +74,8 @@ public func atoll_realm_version(_ realm: OpaquePointer?, _ out: UnsafeMutablePoi
 
 @_cdecl("atoll_realm_changes")
 public func atoll_realm_changes(_ realm: OpaquePointer?, _ after: UInt64, _ maxEntries: UInt) -> UnsafeMutablePointer<CChar>? {
-    call(nil) {
-        let sets = try store(realm).changes(after: after, limit: maxEntries == 0 ? nil : Int(clamping: maxEntries))
+    abiCall(nil) {
+        let sets = try realmStore(realm).changes(after: after, limit: maxEntries == 0 ? nil : Int(clamping: maxEntries))
         return try textResult(ChangeLogJSON.make(sets))
     }
 }

@@ -6,9 +6,9 @@ import CJansson
 
 private func query(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, _ rql: UnsafePointer<CChar>?,
                    _ args: JSONRef?) throws -> OpaquePointer {
-    let s = try store(realm)
-    let name = try text(className, "class_name")
-    let queryText = rql == nil ? "" : try text(rql, "rql")
+    let s = try realmStore(realm)
+    let name = try textArgument(className, "class_name")
+    let queryText = rql == nil ? "" : try textArgument(rql, "rql")
     var arguments = [Value]()
     if let args {
         guard case .list(let items) = try EJSON.value(args) else {
@@ -24,9 +24,9 @@ private func query(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?, 
 @_cdecl("atoll_results_query")
 public func atoll_results_query(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                                 _ rql: UnsafePointer<CChar>?, _ argsJSON: UnsafePointer<CChar>?) -> OpaquePointer? {
-    call(nil) {
+    abiCall(nil) {
         guard let argsJSON else { return try query(realm, className, rql, nil) }
-        let args = try json(argsJSON, "args_json")
+        let args = try jsonArgument(argsJSON, "args_json")
         defer { json_decref(args) }
         return try query(realm, className, rql, args)
     }
@@ -35,12 +35,12 @@ public func atoll_results_query(_ realm: OpaquePointer?, _ className: UnsafePoin
 @_cdecl("atoll_results_query_j")
 public func atoll_results_query_j(_ realm: OpaquePointer?, _ className: UnsafePointer<CChar>?,
                                   _ rql: UnsafePointer<CChar>?, _ args: JSONRef?) -> OpaquePointer? {
-    call(nil) { try query(realm, className, rql, args) }
+    abiCall(nil) { try query(realm, className, rql, args) }
 }
 
 @_cdecl("atoll_results_count")
 public func atoll_results_count(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let r = try readableResults(handle)
         guard let out else { throw AtollError(.invalidArgument, "out_count is NULL") }
         out.pointee = try r.count()
@@ -58,18 +58,18 @@ private func page(_ handle: OpaquePointer?, _ offset: Int, _ limit: Int) throws 
 
 @_cdecl("atoll_results_json")
 public func atoll_results_json(_ handle: OpaquePointer?, _ offset: UInt, _ limit: UInt) -> UnsafeMutablePointer<CChar>? {
-    call(nil) { try textResult(try page(handle, Int(clamping: offset), Int(clamping: limit))) }
+    abiCall(nil) { try textResult(try page(handle, Int(clamping: offset), Int(clamping: limit))) }
 }
 
 @_cdecl("atoll_results_json_j")
 public func atoll_results_json_j(_ handle: OpaquePointer?, _ offset: UInt, _ limit: UInt) -> JSONRef? {
-    call(nil) { try page(handle, Int(clamping: offset), Int(clamping: limit)) }
+    abiCall(nil) { try page(handle, Int(clamping: offset), Int(clamping: limit)) }
 }
 
 @_cdecl("atoll_results_delete_all")
 public func atoll_results_delete_all(_ handle: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> Bool {
-    call(false) {
-        let n = try results(handle).deleteAll()
+    abiCall(false) {
+        let n = try liveResults(handle).deleteAll()
         out?.pointee = n
         return true
     }

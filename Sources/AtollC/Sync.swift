@@ -15,9 +15,9 @@ import Synchronization
 
 /// The sync objects a handle can stand for.
 enum SyncHandle {
-    case app(App)
-    case user(User)
-    case session(SyncSession)
+    case app(ClientApp)
+    case user(ClientUser)
+    case session(ClientSession)
     case asyncOpen(AsyncOpenBox)
 }
 
@@ -25,7 +25,7 @@ enum SyncHandle {
 final class AsyncOpenBox: @unchecked Sendable {
     let lock = NSLock()
     var task: AsyncOpenTask?
-    var session: SyncSession?
+    var session: ClientSession?
     var configuration: Configuration
     var taken = false
     var freed = false
@@ -35,7 +35,7 @@ final class AsyncOpenBox: @unchecked Sendable {
 }
 
 /// The synced realms' sessions, by realm handle: closing the realm gives the session back.
-let syncedRealms = Mutex<[UInt: SyncSession]>([:])
+let syncedRealms = Mutex<[UInt: ClientSession]>([:])
 
 func handleKey(_ h: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(h))) }
 
@@ -58,24 +58,24 @@ private func syncEntry(_ handle: OpaquePointer?, _ name: String) throws -> SyncH
     return entry
 }
 
-private func app(_ h: OpaquePointer?) throws -> App {
+private func app(_ h: OpaquePointer?) throws -> ClientApp {
     guard case .app(let a) = try syncEntry(h, "app") else { throw AtollError(.invalidArgument, "not an app handle") }
     return a
 }
 
-private func user(_ h: OpaquePointer?) throws -> User {
+private func user(_ h: OpaquePointer?) throws -> ClientUser {
     guard case .user(let u) = try syncEntry(h, "user") else { throw AtollError(.invalidArgument, "not a user handle") }
     return u
 }
 
-private func session(_ h: OpaquePointer?) throws -> SyncSession {
+private func session(_ h: OpaquePointer?) throws -> ClientSession {
     guard case .session(let s) = try syncEntry(h, "session") else { throw AtollError(.invalidArgument, "not a sync session handle") }
     return s
 }
 
 /// The session of a synced realm handle.
-private func realmSession(_ realm: OpaquePointer?) throws -> SyncSession {
-    _ = try store(realm)
+private func realmSession(_ realm: OpaquePointer?) throws -> ClientSession {
+    _ = try realmStore(realm)
     guard let realm, let s = syncedRealms.withLock({ $0[handleKey(realm)] }) else {
         throw AtollError(.invalidArgument, "the realm is not synced (open it with atoll_realm_open_synced)")
     }
@@ -83,7 +83,7 @@ private func realmSession(_ realm: OpaquePointer?) throws -> SyncSession {
 }
 
 private func object(_ p: UnsafePointer<CChar>?, _ name: String) throws -> Document {
-    guard case .object(let d) = try jsonValue(p, name) else { throw AtollError(.invalidArgument, "\(name) must be a JSON object") }
+    guard case .object(let d) = try valueArgument(p, name) else { throw AtollError(.invalidArgument, "\(name) must be a JSON object") }
     return d
 }
 
@@ -101,16 +101,16 @@ private func deliver(_ host: HostCallback<ChangesFunction>, _ value: Value) {
 
 @_cdecl("atoll_app_new")
 public func atoll_app_new(_ configJSON: UnsafePointer<CChar>?) -> OpaquePointer? {
-    call(nil) {
+    abiCall(nil) {
         let c = try object(configJSON, "app_config_json")
         for key in c.keys where !["appId", "baseUrl", "metadataDir", "requestTimeoutMs", "connectTimeoutMs"].contains(key) {
             throw AtollError(.invalidArgument, "app_config_json: unknown key \"\(key)\"")
         }
         guard case .string(let id)? = c["appId"] else { throw AtollError(.invalidArgument, "app_config_json needs \"appId\"") }
-        var configuration = AppConfiguration(appId: id)
+        var configuration = ClientAppConfiguration(appId: id)
         if let v = c["baseUrl"] {
             guard case .string(let url) = v else { throw AtollError(.invalidArgument, "\"baseUrl\" must be a string") }
-            configuration = AppConfiguration(appId: id, baseURL: url)
+            configuration = ClientAppConfiguration(appId: id, baseURL: url)
         }
         if let v = c["metadataDir"] {
             guard case .string(let dir) = v else { throw AtollError(.invalidArgument, "\"metadataDir\" must be a string") }
@@ -124,7 +124,7 @@ public func atoll_app_new(_ configJSON: UnsafePointer<CChar>?) -> OpaquePointer?
             guard case .int(let ms) = v, ms > 0 else { throw AtollError(.invalidArgument, "\"connectTimeoutMs\" must be an integer > 0") }
             configuration.connectTimeout = Double(ms) / 1000
         }
-        return handles.insert(.sync(.app(try App.shared(configuration: configuration))))
+        return handles.insert(.sync(.app(try ClientApp.shared(configuration: configuration))))
     }
 }
 
@@ -136,14 +136,14 @@ public func atoll_app_free(_ handle: OpaquePointer?) {
 
 @_cdecl("atoll_app_login")
 public func atoll_app_login(_ handle: OpaquePointer?, _ credentialsJSON: UnsafePointer<CChar>?) -> OpaquePointer? {
-    call(nil) {
+    abiCall(nil) {
         let a = try app(handle)
         let c = try object(credentialsJSON, "credentials_json")
         func field(_ k: String) throws -> String {
             guard case .string(let s)? = c[k] else { throw AtollError(.invalidArgument, "credentials_json needs \"\(k)\" (a string)") }
             return s
         }
-        let credentials: Credentials
+        let credentials: ClientCredentials
         switch try field("provider") {
         case "anonymous": credentials = .anonymous
         case "emailPassword": credentials = .emailPassword(email: try field("email"), password: try field("password"))
@@ -159,9 +159,9 @@ public func atoll_app_login(_ handle: OpaquePointer?, _ credentialsJSON: UnsafeP
 
 @_cdecl("atoll_app_register_email")
 public func atoll_app_register_email(_ handle: OpaquePointer?, _ email: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let a = try app(handle)
-        let e = try text(email, "email"), p = try text(password, "password")
+        let e = try textArgument(email, "email"), p = try textArgument(password, "password")
         try runToCompletion { try await a.registerEmail(e, password: p) }
         return true
     }
@@ -169,7 +169,7 @@ public func atoll_app_register_email(_ handle: OpaquePointer?, _ email: UnsafePo
 
 @_cdecl("atoll_app_current_user")
 public func atoll_app_current_user(_ handle: OpaquePointer?) -> OpaquePointer? {
-    call(nil) {
+    abiCall(nil) {
         guard let u = try app(handle).currentUser else { return nil }
         return handles.insert(.sync(.user(u)))
     }
@@ -177,22 +177,22 @@ public func atoll_app_current_user(_ handle: OpaquePointer?) -> OpaquePointer? {
 
 @_cdecl("atoll_app_all_users")
 public func atoll_app_all_users(_ handle: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) { strdup(Wire.encode(.list(try app(handle).allUsers.map(\.json)))) }
+    abiCall(nil) { strdup(Wire.encode(.list(try app(handle).allUsers.map(\.json)))) }
 }
 
 @_cdecl("atoll_app_switch_user")
 public func atoll_app_switch_user(_ handle: OpaquePointer?, _ u: OpaquePointer?) -> Bool {
-    call(false) { try app(handle).switchUser(try user(u)); return true }
+    abiCall(false) { try app(handle).switchUser(try user(u)); return true }
 }
 
 @_cdecl("atoll_user_json")
 public func atoll_user_json(_ handle: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) { strdup(Wire.encode(try user(handle).json)) }
+    abiCall(nil) { strdup(Wire.encode(try user(handle).json)) }
 }
 
 @_cdecl("atoll_user_logout")
 public func atoll_user_logout(_ handle: OpaquePointer?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let u = try user(handle)
         try runToCompletion { try await u.app.logOut(u) }
         return true
@@ -201,7 +201,7 @@ public func atoll_user_logout(_ handle: OpaquePointer?) -> Bool {
 
 @_cdecl("atoll_user_remove")
 public func atoll_user_remove(_ handle: OpaquePointer?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let u = try user(handle)
         try runToCompletion { try await u.app.remove(u) }
         return true
@@ -210,7 +210,7 @@ public func atoll_user_remove(_ handle: OpaquePointer?) -> Bool {
 
 @_cdecl("atoll_user_delete")
 public func atoll_user_delete(_ handle: OpaquePointer?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let u = try user(handle)
         try runToCompletion { try await u.app.delete(u) }
         return true
@@ -234,7 +234,7 @@ func errorJSON(_ e: SyncError) -> Value {
 public func atoll_app_observe_errors(_ handle: OpaquePointer?, _ fn: ChangesFunction?, _ userdata: UnsafeMutableRawPointer?,
                                      _ freeUserdata: FreeUserdataFunction?) -> OpaquePointer? {
     let release = HostCallback(freeUserdata, userdata)
-    let token: OpaquePointer? = call(nil) {
+    let token: OpaquePointer? = abiCall(nil) {
         let a = try app(handle)
         guard let fn else { throw AtollError(.invalidArgument, "fn is NULL") }
         let host = HostCallback(fn, userdata)
@@ -259,12 +259,12 @@ public func atoll_app_observe_errors(_ handle: OpaquePointer?, _ fn: ChangesFunc
 /// A synced realm's configuration: the store's (as for atoll_realm_open) and its "sync" part.
 struct SyncedOpen {
     var store: Configuration
-    var sync: SyncConfiguration
+    var sync: ClientSyncConfiguration
     var options: AtollSync.OpenOptions
 }
 
 private func syncedOpen(_ configJSON: UnsafePointer<CChar>?) throws -> SyncedOpen {
-    let json = try json(configJSON, "config_json")
+    let json = try jsonArgument(configJSON, "config_json")
     defer { json_decref(json) }
     guard json.pointee.type == JSON_OBJECT else { throw AtollError(.invalidArgument, "config_json must be a JSON object") }
     guard let syncRef = json_object_get(json, "sync"), case .object(let s) = try EJSON.value(syncRef) else {
@@ -277,12 +277,12 @@ private func syncedOpen(_ configJSON: UnsafePointer<CChar>?) throws -> SyncedOpe
     let known = ["mode", "partitionValue", "initialSubscriptions", "rerunOnOpen", "downloadBeforeOpen", "timeoutMs",
                  "offlineFallback", "clientResetMode"]
     for key in s.keys where !known.contains(key) { throw AtollError(.invalidArgument, "sync: unknown key \"\(key)\"") }
-    var sync: SyncConfiguration
+    var sync: ClientSyncConfiguration
     switch s["mode"] {
-    case .string("flexible")?, nil: sync = SyncConfiguration(mode: .flexible)
+    case .string("flexible")?, nil: sync = ClientSyncConfiguration(mode: .flexible)
     case .string("partition")?:
         guard let value = s["partitionValue"] else { throw AtollError(.invalidArgument, "sync: partition mode needs \"partitionValue\"") }
-        sync = SyncConfiguration(mode: .partition(value))
+        sync = ClientSyncConfiguration(mode: .partition(value))
     default: throw AtollError(.invalidArgument, "sync: \"mode\" must be \"flexible\" or \"partition\"")
     }
     if case .list(let items)? = s["initialSubscriptions"] {
@@ -290,7 +290,7 @@ private func syncedOpen(_ configJSON: UnsafePointer<CChar>?) throws -> SyncedOpe
     }
     if case .bool(let b)? = s["rerunOnOpen"] { sync.rerunOnOpen = b }
     if let v = s["clientResetMode"] {
-        guard case .string(let name) = v, let mode = ClientResetMode(rawValue: name) else {
+        guard case .string(let name) = v, let mode = ClientResetStrategy(rawValue: name) else {
             throw AtollError(.invalidArgument, "sync: \"clientResetMode\" must be manual, discardUnsyncedChanges, recoverUnsyncedChanges or recoverOrDiscardUnsyncedChanges")
         }
         sync.clientResetMode = mode
@@ -311,7 +311,7 @@ private func syncedOpen(_ configJSON: UnsafePointer<CChar>?) throws -> SyncedOpe
 }
 
 /// `{"name","class","query","args"}`.
-private func subscription(_ v: Value, _ context: String) throws -> QuerySubscription {
+private func subscription(_ v: Value, _ context: String) throws -> SubscriptionQuery {
     guard case .object(let d) = v else { throw AtollError(.invalidArgument, "\(context): each subscription must be an object") }
     guard case .string(let cls)? = d["class"] else { throw AtollError(.invalidArgument, "\(context): a subscription needs \"class\"") }
     var args = [Value]()
@@ -319,12 +319,12 @@ private func subscription(_ v: Value, _ context: String) throws -> QuerySubscrip
         guard case .list(let items) = a else { throw AtollError(.invalidArgument, "\(context): \"args\" must be an array") }
         args = items
     }
-    return QuerySubscription(name: d["name"]?.stringValue ?? "", className: cls,
+    return SubscriptionQuery(name: d["name"]?.stringValue ?? "", className: cls,
                              query: d["query"]?.stringValue ?? "TRUEPREDICATE", arguments: args)
 }
 
 /// Opens the host's handle of a synced realm whose session is open.
-private func openHandle(_ configuration: Configuration, _ s: SyncSession) throws -> OpaquePointer {
+private func openHandle(_ configuration: Configuration, _ s: ClientSession) throws -> OpaquePointer {
     let store: Store
     do { store = try Store(configuration) } catch {
         s.release()
@@ -337,10 +337,10 @@ private func openHandle(_ configuration: Configuration, _ s: SyncSession) throws
 
 @_cdecl("atoll_realm_open_synced")
 public func atoll_realm_open_synced(_ u: OpaquePointer?, _ configJSON: UnsafePointer<CChar>?) -> OpaquePointer? {
-    call(nil) {
+    abiCall(nil) {
         let owner = try user(u)
         let open = try syncedOpen(configJSON)
-        let s = try SyncSession.openRealm(user: owner, storeConfiguration: open.store, sync: open.sync, options: open.options)
+        let s = try ClientSession.openRealm(user: owner, storeConfiguration: open.store, sync: open.sync, options: open.options)
         return try openHandle(open.store, s)
     }
 }
@@ -355,7 +355,7 @@ func closeSynced(_ realm: OpaquePointer) {
 public func atoll_realm_async_open(_ u: OpaquePointer?, _ configJSON: UnsafePointer<CChar>?, _ fn: ChangesFunction?,
                                    _ userdata: UnsafeMutableRawPointer?, _ freeUserdata: FreeUserdataFunction?) -> OpaquePointer? {
     let release = HostCallback(freeUserdata, userdata)
-    let result: OpaquePointer? = call(nil) {
+    let result: OpaquePointer? = abiCall(nil) {
         let owner = try user(u)
         guard let fn else { throw AtollError(.invalidArgument, "fn is NULL") }
         let open = try syncedOpen(configJSON)
@@ -407,9 +407,9 @@ public func atoll_realm_async_open(_ u: OpaquePointer?, _ configJSON: UnsafePoin
 
 @_cdecl("atoll_async_open_take_realm")
 public func atoll_async_open_take_realm(_ handle: OpaquePointer?) -> OpaquePointer? {
-    call(nil) {
+    abiCall(nil) {
         guard case .asyncOpen(let box) = try syncEntry(handle, "async open") else { throw AtollError(.invalidArgument, "not an async open handle") }
-        let s = box.lock.withLock { () -> SyncSession? in
+        let s = box.lock.withLock { () -> ClientSession? in
             guard !box.taken, let s = box.session else { return nil }
             box.taken = true
             box.session = nil
@@ -424,7 +424,7 @@ public func atoll_async_open_take_realm(_ handle: OpaquePointer?) -> OpaquePoint
 public func atoll_async_open_free(_ handle: OpaquePointer?) {
     guard let handle, case .sync(.asyncOpen(let box))? = handles.get(handle) else { return }
     handles.replace(handle, with: nil)
-    let (task, leftover) = box.lock.withLock { () -> (AsyncOpenTask?, SyncSession?) in
+    let (task, leftover) = box.lock.withLock { () -> (AsyncOpenTask?, ClientSession?) in
         box.freed = true
         defer { box.session = nil }
         return (box.task, box.session)
@@ -442,7 +442,7 @@ public func atoll_async_open_free(_ handle: OpaquePointer?) {
 
 @_cdecl("atoll_subscriptions_json")
 public func atoll_subscriptions_json(_ realm: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) {
+    abiCall(nil) {
         let set = try realmSession(realm).subscriptions()
         return strdup(Wire.encode(.doc([
             "version": .int(set.version), "state": .string(set.state), "error": set.error.map { .string($0) } ?? .null,
@@ -456,7 +456,7 @@ public func atoll_subscriptions_json(_ realm: OpaquePointer?) -> UnsafeMutablePo
 @_cdecl("atoll_subscriptions_update")
 public func atoll_subscriptions_update(_ realm: OpaquePointer?, _ updateJSON: UnsafePointer<CChar>?,
                                        _ outVersion: UnsafeMutablePointer<UInt64>?) -> Bool {
-    call(false) {
+    abiCall(false) {
         let s = try realmSession(realm)
         let u = try object(updateJSON, "update_json")
         for key in u.keys where !["add", "update", "remove", "removeClasses", "removeAll"].contains(key) {
@@ -502,7 +502,7 @@ public func atoll_subscriptions_update(_ realm: OpaquePointer?, _ updateJSON: Un
 
 @_cdecl("atoll_subscriptions_wait")
 public func atoll_subscriptions_wait(_ realm: OpaquePointer?, _ version: UInt64, _ timeoutMs: Int32) -> Bool {
-    call(false) {
+    abiCall(false) {
         try realmSession(realm).waitForSubscriptions(version: Int64(clamping: version), timeout: try milliseconds(timeoutMs, "timeout_ms"))
         return true
     }
@@ -512,12 +512,12 @@ public func atoll_subscriptions_wait(_ realm: OpaquePointer?, _ version: UInt64,
 
 @_cdecl("atoll_realm_sync_session")
 public func atoll_realm_sync_session(_ realm: OpaquePointer?) -> OpaquePointer? {
-    call(nil) { handles.insert(.sync(.session(try realmSession(realm)))) }
+    abiCall(nil) { handles.insert(.sync(.session(try realmSession(realm)))) }
 }
 
 @_cdecl("atoll_sync_session_state_json")
 public func atoll_sync_session_state_json(_ handle: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
-    call(nil) {
+    abiCall(nil) {
         let s = try session(handle)
         return strdup(Wire.encode(.doc(["state": .string(s.state.rawValue), "connection": .string(s.connectionState.rawValue),
                                         "path": .string(s.path), "user": .string(s.user.id)])))
@@ -526,34 +526,34 @@ public func atoll_sync_session_state_json(_ handle: OpaquePointer?) -> UnsafeMut
 
 @_cdecl("atoll_sync_session_pause")
 public func atoll_sync_session_pause(_ handle: OpaquePointer?) -> Bool {
-    call(false) { try session(handle).pause(); return true }
+    abiCall(false) { try session(handle).pause(); return true }
 }
 
 @_cdecl("atoll_sync_session_resume")
 public func atoll_sync_session_resume(_ handle: OpaquePointer?) -> Bool {
-    call(false) { try session(handle).resume(); return true }
+    abiCall(false) { try session(handle).resume(); return true }
 }
 
 @_cdecl("atoll_sync_session_reconnect")
 public func atoll_sync_session_reconnect(_ handle: OpaquePointer?) -> Bool {
-    call(false) { try session(handle).reconnect(); return true }
+    abiCall(false) { try session(handle).reconnect(); return true }
 }
 
 @_cdecl("atoll_sync_session_wait_for_upload")
 public func atoll_sync_session_wait_for_upload(_ handle: OpaquePointer?, _ timeoutMs: Int32) -> Bool {
-    call(false) { try session(handle).waitForUpload(timeout: try milliseconds(timeoutMs, "timeout_ms")); return true }
+    abiCall(false) { try session(handle).waitForUpload(timeout: try milliseconds(timeoutMs, "timeout_ms")); return true }
 }
 
 @_cdecl("atoll_sync_session_wait_for_download")
 public func atoll_sync_session_wait_for_download(_ handle: OpaquePointer?, _ timeoutMs: Int32) -> Bool {
-    call(false) { try session(handle).waitForDownload(timeout: try milliseconds(timeoutMs, "timeout_ms")); return true }
+    abiCall(false) { try session(handle).waitForDownload(timeout: try milliseconds(timeoutMs, "timeout_ms")); return true }
 }
 
 @_cdecl("atoll_sync_session_observe")
 public func atoll_sync_session_observe(_ handle: OpaquePointer?, _ fn: ChangesFunction?, _ userdata: UnsafeMutableRawPointer?,
                                        _ freeUserdata: FreeUserdataFunction?) -> OpaquePointer? {
     let release = HostCallback(freeUserdata, userdata)
-    let token: OpaquePointer? = call(nil) {
+    let token: OpaquePointer? = abiCall(nil) {
         let s = try session(handle)
         guard let fn else { throw AtollError(.invalidArgument, "fn is NULL") }
         let host = HostCallback(fn, userdata)
@@ -589,8 +589,8 @@ public func atoll_sync_session_free(_ handle: OpaquePointer?) {
 
 @_cdecl("atoll_realm_write_copy_synced")
 public func atoll_realm_write_copy_synced(_ realm: OpaquePointer?, _ configJSON: UnsafePointer<CChar>?, _ u: OpaquePointer?) -> Bool {
-    call(false) {
-        let source = try store(realm)
+    abiCall(false) {
+        let source = try realmStore(realm)
         if let u {
             // A local realm into a synced one: the objects are written anew, with the copy's
             // sync configuration (its subscriptions), and uploaded now if the server can be
@@ -599,7 +599,7 @@ public func atoll_realm_write_copy_synced(_ realm: OpaquePointer?, _ configJSON:
             guard owner.isLoggedIn else { throw SyncError(.authFailed, "user \(owner.id) is not logged in") }
             let open = try syncedOpen(configJSON)
             try SyncCopy.copy(from: source, toSynced: open.store)
-            let s = try SyncSession.open(user: owner, storeConfiguration: open.store, sync: open.sync)
+            let s = try ClientSession.open(user: owner, storeConfiguration: open.store, sync: open.sync)
             defer { s.release() }
             do { try s.waitForUpload(timeout: open.options.timeout) } catch let e as SyncError where e.code == .timeout {}
         } else {

@@ -83,6 +83,20 @@ extension Wire {
     }
 }
 
+extension SubscriptionQuery {
+    /// The wire form: `{"name", "class", "query", "args"}` (also how a client stores its sets).
+    public var wireValue: Value {
+        .doc(["name": .string(name), "class": .string(className), "query": .string(query), "args": .list(arguments)])
+    }
+
+    /// - Throws: `ProtocolError` naming a field missing or of the wrong kind.
+    public init(wire value: Value) throws {
+        let f = try Fields(value, "query")
+        self.init(name: try f.optionalString("name") ?? "", className: try f.string("class"),
+                  query: try f.optionalString("query") ?? "TRUEPREDICATE", arguments: try f.list("args"))
+    }
+}
+
 // MARK: - Client messages
 
 extension ClientMessage {
@@ -106,11 +120,8 @@ extension ClientMessage {
             if let schema = b.schema { d["schema"] = schema }
             return Wire.encode(.object(d))
         case .query(let q):
-            let queries = q.subscriptions.map { s -> Value in
-                .doc(["name": .string(s.name), "class": .string(s.className), "query": .string(s.query), "args": .list(s.arguments)])
-            }
             return Wire.encode(.doc(["type": .string("query"), "session": .int(q.session), "version": .int(q.version),
-                                     "queries": .list(queries), "complete": .bool(q.complete)]))
+                                     "queries": .list(q.subscriptions.map(\.wireValue)), "complete": .bool(q.complete)]))
         case .upload(let session, let changesets):
             return Wire.splice(.doc(["type": .string("upload"), "session": .int(session)]), "changesets", changesets.map(\.text))
         case .mark(let session, let request):
@@ -151,12 +162,8 @@ extension ClientMessage {
                               downloadCursor: try m.uint("downloadCursor", default: 0),
                               uploadCursor: m["uploadCursor"] == nil ? nil : try m.uint("uploadCursor"), schema: schema))
         case "query":
-            let subscriptions = try m.list("queries").map { q -> SubscriptionQuery in
-                let f = try Fields(q, "query")
-                return SubscriptionQuery(name: try f.optionalString("name") ?? "", className: try f.string("class"),
-                                         query: try f.optionalString("query") ?? "TRUEPREDICATE", arguments: try f.list("args"))
-            }
-            self = .query(Query(session: try m.int("session"), version: try m.int("version"), subscriptions: subscriptions,
+            self = .query(Query(session: try m.int("session"), version: try m.int("version"),
+                                subscriptions: try m.list("queries").map(SubscriptionQuery.init(wire:)),
                                 complete: try m.bool("complete", default: false)))
         case "upload":
             self = .upload(session: try m.int("session"), changesets: try m.changesets())

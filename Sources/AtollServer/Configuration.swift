@@ -11,7 +11,7 @@ public enum SyncMode: Sendable, Equatable {
 }
 
 /// One app the server serves (docs/server.md, "Config file").
-public struct AppConfiguration: Sendable {
+public struct ServerAppConfiguration: Sendable {
     public var id: String
     /// The schema; nil in development mode until the first client brings one.
     public var schema: Schema?
@@ -128,7 +128,7 @@ public struct ServerConfiguration: Sendable {
     public var host = "127.0.0.1"
     public var port = 9090
     public var dataDirectory = "./atoll-data"
-    public var apps: [AppConfiguration] = [AppConfiguration(id: "default")]
+    public var apps: [ServerAppConfiguration] = [ServerAppConfiguration(id: "default")]
     public var logLevel: LogLevel = .info
     /// The largest message a client may send.
     public var maxMessageBytes = 16 << 20
@@ -289,7 +289,7 @@ public struct ServerConfiguration: Sendable {
             postgresURL = url
         }
         if case .list(let items)? = d["apps"] {
-            apps = try items.map { try AppConfiguration(json: $0) }
+            apps = try items.map { try ServerAppConfiguration(json: $0) }
             var seen = Set<String>()
             for app in apps where !seen.insert(app.id).inserted {
                 throw AtollError(.invalidArgument, "two apps are named '\(app.id)'")

@@ -10,7 +10,7 @@ import Synchronization
 public let syncSubprotocol = "atoll-sync.1"
 
 /// Where a connection's messages go: its WebSocket, or an in-memory peer (the fuzz target in
-/// tests/fuzz drives `SyncApp.handle` through one, without sockets).
+/// tests/fuzz drives `ServerApp.handle` through one, without sockets).
 package protocol SyncTransport: AnyObject, Sendable {
     /// Queues a text message; throws `NetError.queueFull` for a peer that does not keep up.
     func send(_ text: String) throws
@@ -37,7 +37,7 @@ extension WebSocket: SyncTransport {
 package final class SyncConnection: @unchecked Sendable {
     let transport: any SyncTransport
     let user: RuleUser
-    let app: SyncApp
+    let app: ServerApp
     /// The session (`sid`) of the access token that opened the connection: a logout of it closes
     /// the connection. Nil for connections made without a token (the fuzz target's).
     let session: String?
@@ -57,7 +57,7 @@ package final class SyncConnection: @unchecked Sendable {
     /// Bytes of messages read and not yet handled on the app's queue.
     let pendingBytes = Atomic<Int>(0)
 
-    package init(transport: any SyncTransport, user: RuleUser, app: SyncApp, session: String? = nil,
+    package init(transport: any SyncTransport, user: RuleUser, app: ServerApp, session: String? = nil,
                  expiresAt: Double? = nil) {
         self.transport = transport
         self.user = user
@@ -285,7 +285,7 @@ public final class SyncServer: @unchecked Sendable {
     public let log: Logger
     public let metrics = Metrics()
     let http: HTTPServer
-    let apps: [String: SyncApp]
+    let apps: [String: ServerApp]
     let auth: [String: AuthService]
     /// The admin console's key (docs/admin-api.md); there is always one.
     public let adminKey: AdminKey
@@ -321,7 +321,7 @@ public final class SyncServer: @unchecked Sendable {
                                 maxPendingBytesPerApp: configuration.maxPendingBytesPerApp,
                                 maxConnectionsPerUser: configuration.maxConnectionsPerUser)
         self.http = try HTTPServer(configuration: http)
-        var apps = [String: SyncApp]()
+        var apps = [String: ServerApp]()
         var auth = [String: AuthService]()
         for configured in configuration.apps {
             let app = try AdminAPI.applySaved(to: configured, dataDirectory: configuration.dataDirectory,
@@ -330,7 +330,7 @@ public final class SyncServer: @unchecked Sendable {
             let storage: SyncStorage = try configuration.postgresURL.map {
                 try PostgresSyncStorage(url: $0, appId: app.id, objectsPerBatch: configuration.postgresCatchUpBatch)
             } ?? LocalSyncStorage()
-            let syncApp = try SyncApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage)
+            let syncApp = try ServerApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage)
             syncApp.limits = limits
             apps[app.id] = syncApp
             var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0, keyFiles: !app.authFromConsole) }
@@ -434,7 +434,7 @@ public final class SyncServer: @unchecked Sendable {
     }
 
     /// The app and user of a sync request, from its path and access token.
-    func authenticate(_ request: HTTPRequest) throws -> (SyncApp, RuleUser, AuthService.AccessGrant) {
+    func authenticate(_ request: HTTPRequest) throws -> (ServerApp, RuleUser, AuthService.AccessGrant) {
         let id = request.pathParameters["app"] ?? ""
         guard let app = apps[id], let service = auth[id] else { throw HTTPError(.notFound, "no app '\(id)'") }
         var token = request.queryItems["access_token"]

@@ -3,7 +3,7 @@ import AtollStore
 
 // The statements a sync session runs on its own tables: the change-log versions it wrote itself,
 // its pending changesets, its subscription sets, and what a client reset clears. Every one of
-// them is here, so that `SyncSession` reads as what it does.
+// them is here, so that `ClientSession` reads as what it does.
 
 extension ClientTables {
     // MARK: Applied (change-log versions written by the session itself: downloads)

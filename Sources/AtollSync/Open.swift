@@ -27,14 +27,14 @@ public struct OpenOptions: Sendable {
     }
 }
 
-extension SyncSession {
+extension ClientSession {
     /// Opens the session of a synced realm file and waits for the server's data as the options
     /// say. The caller opens its own store handle of the file afterwards and calls `release()`
     /// when it closes it.
     /// - Throws: `SyncError(.timeout)` when the download did not finish in time (and there is no
     ///   offline fallback), the session's fatal errors, and those of `open(user:…)`.
-    public static func openRealm(user: User, storeConfiguration: Configuration, sync: SyncConfiguration,
-                                 options: OpenOptions) throws -> SyncSession {
+    public static func openRealm(user: ClientUser, storeConfiguration: Configuration, sync: ClientSyncConfiguration,
+                                 options: OpenOptions) throws -> ClientSession {
         let session = try open(user: user, storeConfiguration: storeConfiguration, sync: sync)
         let wait: Bool
         switch options.downloadBeforeOpen {
@@ -63,19 +63,19 @@ public final class AsyncOpenTask: @unchecked Sendable {
         case connecting
         case waitingForUser
         case progress(transferred: Int, transferable: Int, estimate: Double)
-        case open(SyncSession)
+        case open(ClientSession)
         case error(Error)
     }
 
     private let cancelled = Atomic<Bool>(false)
     private let lock = NSLock()
-    private var session: SyncSession?
+    private var session: ClientSession?
     private var finished = false
 
     /// Starts opening; `report` is called (on a background thread) for each state, last with
     /// `.open` or `.error`. With `offlineFallback` (AutoOpen) a realm that cannot reach the
     /// server in time opens with what is on the device; without it (AsyncOpen), that is an error.
-    public init(user: User?, storeConfiguration: Configuration, sync: SyncConfiguration, timeout: Double,
+    public init(user: ClientUser?, storeConfiguration: Configuration, sync: ClientSyncConfiguration, timeout: Double,
                 offlineFallback: Bool, report: @escaping @Sendable (State) -> Void) {
         Thread.detachNewThread { [self] in
             guard let user, user.isLoggedIn else {
@@ -85,7 +85,7 @@ public final class AsyncOpenTask: @unchecked Sendable {
             }
             report(.connecting)
             do {
-                let session = try SyncSession.open(user: user, storeConfiguration: storeConfiguration, sync: sync)
+                let session = try ClientSession.open(user: user, storeConfiguration: storeConfiguration, sync: sync)
                 lock.withLock { self.session = session }
                 let token = session.observe { event in
                     if case let .progress("download", transferred, transferable, estimate) = event {
@@ -104,7 +104,7 @@ public final class AsyncOpenTask: @unchecked Sendable {
                 lock.withLock { self.session = nil }
                 report(.open(session))
             } catch {
-                let leftover = lock.withLock { () -> SyncSession? in
+                let leftover = lock.withLock { () -> ClientSession? in
                     defer { self.session = nil }
                     return self.session
                 }
@@ -126,7 +126,7 @@ public final class AsyncOpenTask: @unchecked Sendable {
     }
 }
 
-extension SyncSession {
+extension ClientSession {
     /// Ends the waits under way (they throw): an AsyncOpen that was cancelled.
     func cancelWaits() { interruptWaits() }
 }

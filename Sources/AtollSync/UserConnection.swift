@@ -14,12 +14,12 @@ protocol SessionConnection: AnyObject, Sendable {
     /// Runs `work` in turn with the connection's other work and waits for it (at once when called
     /// from that work).
     func sync<T>(_ work: () throws -> T) rethrows -> T
-    /// Adds a session: it is bound as soon as the connection is up (`SyncSession.didConnect`).
-    func attach(_ session: SyncSession)
+    /// Adds a session: it is bound as soon as the connection is up (`ClientSession.didConnect`).
+    func attach(_ session: ClientSession)
     /// Removes a session (unbinding it); the connection closes with the last.
-    func detach(_ session: SyncSession)
+    func detach(_ session: ClientSession)
     /// Binds a session again under a new number (after a client reset).
-    func rebind(_ session: SyncSession)
+    func rebind(_ session: ClientSession)
     /// Drops the connection and connects again.
     func reconnectNow()
     func send(_ message: ClientMessage)
@@ -32,9 +32,9 @@ protocol SessionConnection: AnyObject, Sendable {
 /// the access token when the server refuses it. Everything happens on `queue`.
 final class UserConnection: SessionConnection, @unchecked Sendable {
     let queue: DispatchQueue
-    let user: User
+    let user: ClientUser
     private let url: String
-    private let configuration: AppConfiguration
+    private let configuration: ClientAppConfiguration
     private var socket: WebSocket?
     /// Large messages decoded on another core while the queue is busy.
     private let parseAhead = ParseAhead()
@@ -42,7 +42,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     /// is no longer this one (a detach, a reconnect or a stop came since) is stale: its outcome
     /// is ignored, and a new attempt may start meanwhile.
     private var connectingGeneration: Int?
-    private var sessions: [Int64: SyncSession] = [:]
+    private var sessions: [Int64: ClientSession] = [:]
     private var nextNumber: Int64 = 0
     private var attempt = 0
     private var generation = 0
@@ -55,7 +55,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     /// Called (on the queue) when the last session left: the app forgets the connection.
     var onIdle: (@Sendable () -> Void)?
 
-    init(app: App, user: User) {
+    init(app: ClientApp, user: ClientUser) {
         self.user = user
         url = app.syncURL
         configuration = app.configuration
@@ -74,7 +74,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     }
 
     /// Adds a session (on the queue): it is bound as soon as the connection is up.
-    func attach(_ session: SyncSession) {
+    func attach(_ session: ClientSession) {
         guard !sessions.values.contains(where: { $0 === session }) else { return }
         nextNumber += 1
         session.number = nextNumber
@@ -88,7 +88,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     }
 
     /// Removes a session (on the queue); the connection closes with the last.
-    func detach(_ session: SyncSession) {
+    func detach(_ session: ClientSession) {
         guard sessions[session.number] === session else { return }
         if session.bound { send(.unbind(session: session.number)) }
         sessions[session.number] = nil
@@ -103,7 +103,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     }
 
     /// Binds a session again under a new number (after a client reset).
-    func rebind(_ session: SyncSession) {
+    func rebind(_ session: ClientSession) {
         guard sessions[session.number] === session else { return }
         if session.bound { send(.unbind(session: session.number)) }
         sessions[session.number] = nil
@@ -272,7 +272,7 @@ extension SessionConnection {
     /// not have, a field missing or of the wrong kind) is refused as the server refuses a
     /// client's (docs/protocol.md, "Unknown messages"): every session hears `badMessage`, and
     /// the result is false: the connection must close.
-    static func deliver(_ decoded: Result<ServerMessage, Error>, to sessions: [Int64: SyncSession]) -> Bool {
+    static func deliver(_ decoded: Result<ServerMessage, Error>, to sessions: [Int64: ClientSession]) -> Bool {
         switch decoded {
         case .success(let message):
             if let n = message.session, let s = sessions[n] {

@@ -27,13 +27,13 @@ final class BootstrapBacklogTests: XCTestCase {
     /// The simulation's app, one connection of user "u" to it, and the bootstraps it starts, run
     /// when the test says (as the simulation does).
     struct World {
-        let app: SyncApp
+        let app: ServerApp
         let bootstraps = SimBootstraps()
         let transport = Transport()
         let connection: SyncConnection
 
         init(_ test: XCTestCase, limits: SyncLimits? = nil, expiresAt: Double? = nil) throws {
-            app = try SyncApp(configuration: AppConfiguration(json: try EJSON.parse(Simulation.appJSON)), directory: test.simulationDirectory(),
+            app = try ServerApp(configuration: ServerAppConfiguration(json: try EJSON.parse(Simulation.appJSON)), directory: test.simulationDirectory(),
                               log: Logger(level: .error), metrics: Metrics())
             if let limits { app.limits = limits }
             app.bootstrapRunner = { [bootstraps] _, work in bootstraps.add(work) }

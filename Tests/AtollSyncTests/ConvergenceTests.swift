@@ -125,7 +125,7 @@ final class ConvergenceTests: XCTestCase {
 
     struct Client {
         let number: Int
-        let session: SyncSession
+        let session: ClientSession
         let store: Store
         var paused = false
     }
@@ -157,19 +157,19 @@ final class ConvergenceTests: XCTestCase {
         var clients = [Client]()
         let sharedUser = max(2, clientCount / 2)
         for i in 0..<clientCount {
-            let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.url(for: i),
+            let app = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: server.url(for: i),
                                                               metadataDirectory: directory + "/app\(i)", connectTimeout: 5))
-            let user: User
+            let user: ClientUser
             if i < sharedUser {
                 if i == 0 { try runToCompletion { try await app.registerEmail("devices@example.com", password: "secret-1") } }
                 user = try runToCompletion { try await app.login(.emailPassword(email: "devices@example.com", password: "secret-1")) }
             } else {
                 user = try runToCompletion { try await app.login(.anonymous) }
             }
-            var sync = SyncConfiguration(mode: .flexible)
-            sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Item")]
+            var sync = ClientSyncConfiguration(mode: .flexible)
+            sync.initialSubscriptions = [SubscriptionQuery(name: "all", className: "Item")]
             let configuration = Configuration(path: directory + "/client\(i).realm", schema: schema)
-            let session = try SyncSession.open(user: user, storeConfiguration: configuration, sync: sync)
+            let session = try ClientSession.open(user: user, storeConfiguration: configuration, sync: sync)
             try session.waitForInitialDownload(timeout: 30)
             clients.append(Client(number: i, session: session, store: try Store(configuration)))
         }

@@ -460,7 +460,7 @@ final class IntegratorTests: XCTestCase {
                 .instructions
         }
         for pieceBytes in [1 << 18, 60] {
-            let encoded = SyncApp.EncodedEffects(effects, serverVersion: 7, clock: clock, pieceBytes: pieceBytes)
+            let encoded = ServerApp.EncodedEffects(effects, serverVersion: 7, clock: clock, pieceBytes: pieceBytes)
             XCTAssertEqual(encoded.order.map(\.primaryKey), (1...8).map { .int(Int64($0)) })
             XCTAssertEqual((0..<8).map { encoded.createdObject(at: $0) }, [true, false, true, true, true, true, true, true])
             XCTAssertEqual(try decoded(encoded.texts(ofObjectAt: 0)), t1 + t1Later)

@@ -16,7 +16,7 @@ final class SharedStorageTests: XCTestCase {
         let h = try SyncHarness(postgresURL: first)
         let app = try h.app("writer")
         let user = try runToCompletion { try await app.login(.anonymous) }
-        let (session, store) = try h.open(user, "writer.realm", subscriptions: [QuerySubscription(name: "all", className: "Task")])
+        let (session, store) = try h.open(user, "writer.realm", subscriptions: [SubscriptionQuery(name: "all", className: "Task")])
         try session.waitForInitialDownload(timeout: 10)
         try store.write {
             for key in ["t1", "t2"] { _ = try store.create("Task", ["_id": .string(key), "name": .string(key)]) }
@@ -51,7 +51,7 @@ final class SharedStorageTests: XCTestCase {
         ])])
         let app = try h.app("people")
         let user = try runToCompletion { try await app.login(.anonymous) }
-        let (session, store) = try h.open(user, "people.realm", subscriptions: [QuerySubscription(name: "all", className: "Person")],
+        let (session, store) = try h.open(user, "people.realm", subscriptions: [SubscriptionQuery(name: "all", className: "Person")],
                                           schema: schema)
         try session.waitForInitialDownload(timeout: 10)
         let names = (1...7).map { "p\($0)" }

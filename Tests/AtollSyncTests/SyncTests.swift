@@ -71,28 +71,28 @@ final class SyncHarness: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    func app(_ name: String, appId: String = "default") throws -> App {
-        try App(configuration: AppConfiguration(appId: appId, baseURL: server.url, metadataDirectory: directory + "/\(name)", connectTimeout: 5))
+    func app(_ name: String, appId: String = "default") throws -> ClientApp {
+        try ClientApp(configuration: ClientAppConfiguration(appId: appId, baseURL: server.url, metadataDirectory: directory + "/\(name)", connectTimeout: 5))
     }
 
     /// Opens a synced realm for a user: the session and the app's own store handle.
-    func open(_ user: User, _ file: String, mode: SyncConfiguration.Mode = .flexible,
-              subscriptions: [QuerySubscription] = [], schema: Schema = SyncHarness.schema) throws -> (SyncSession, Store) {
-        var sync = SyncConfiguration(mode: mode)
+    func open(_ user: ClientUser, _ file: String, mode: ClientSyncConfiguration.Mode = .flexible,
+              subscriptions: [SubscriptionQuery] = [], schema: Schema = SyncHarness.schema) throws -> (ClientSession, Store) {
+        var sync = ClientSyncConfiguration(mode: mode)
         sync.initialSubscriptions = subscriptions
         let configuration = Configuration(path: directory + "/" + file, schema: schema)
-        let session = try SyncSession.open(user: user, storeConfiguration: configuration, sync: sync)
+        let session = try ClientSession.open(user: user, storeConfiguration: configuration, sync: sync)
         return (session, try Store(configuration))
     }
 
     /// Two anonymous users' realms ("a", "b"), each subscribed to every Task, their first
     /// downloads done; `errors` gets the first one's sync errors. The caller releases the sessions.
-    func twoClients(errors: ErrorLog? = nil) throws -> (sa: SyncSession, a: Store, sb: SyncSession, b: Store) {
+    func twoClients(errors: ErrorLog? = nil) throws -> (sa: ClientSession, a: Store, sb: ClientSession, b: Store) {
         let appA = try app("a"), appB = try app("b")
         if let errors { _ = appA.addErrorHandler { e, _ in errors.add(e) } }
         let ann = try runToCompletion { try await appA.login(.anonymous) }
         let bob = try runToCompletion { try await appB.login(.anonymous) }
-        let all = [QuerySubscription(name: "all", className: "Task")]
+        let all = [SubscriptionQuery(name: "all", className: "Task")]
         let (sa, storeA) = try open(ann, "a.realm", subscriptions: all)
         let (sb, storeB) = try open(bob, "b.realm", subscriptions: all)
         do {
@@ -217,7 +217,7 @@ final class SyncRulesTests: XCTestCase {
         let bob = try runToCompletion { try await appB.login(.anonymous) }
         let errors = ErrorLog()
         appA.addErrorHandler { e, _ in errors.add(e) }
-        let all = [QuerySubscription(name: "all", className: "Task")]
+        let all = [SubscriptionQuery(name: "all", className: "Task")]
         let (sa, storeA) = try h.open(ann, "a.realm", subscriptions: all)
         let (sb, storeB) = try h.open(bob, "b.realm", subscriptions: all)
         defer { sa.release(); sb.release() }
@@ -270,7 +270,7 @@ final class SyncRulesTests: XCTestCase {
         let h = try SyncHarness()
         let writer = try runToCompletion { try await h.app("a").login(.anonymous) }
         let reader = try runToCompletion { try await h.app("b").login(.anonymous) }
-        let all = [QuerySubscription(name: "all", className: "Task")]
+        let all = [SubscriptionQuery(name: "all", className: "Task")]
         let (sw, w) = try h.open(writer, "w.realm", subscriptions: all)
         defer { sw.release() }
         try sw.waitForInitialDownload(timeout: 10)
@@ -292,12 +292,12 @@ final class SyncRulesTests: XCTestCase {
         final class Seen: @unchecked Sendable {
             let lock = NSLock()
             var progress: [(Int, Int)] = []
-            var session: SyncSession?
+            var session: ClientSession?
         }
         let seen = Seen()
         let opened = DispatchSemaphore(value: 0)
         let configuration = Configuration(path: h.directory + "/r.realm", schema: SyncHarness.schema)
-        var sync = SyncConfiguration(mode: .flexible)
+        var sync = ClientSyncConfiguration(mode: .flexible)
         sync.initialSubscriptions = all
         let task = AsyncOpenTask(user: reader, storeConfiguration: configuration, sync: sync, timeout: 60, offlineFallback: false) { state in
             switch state {
@@ -333,12 +333,12 @@ final class SyncRulesTests: XCTestCase {
 
     /// A writer subscribed to every Task, which writes t0…t9 (priority 0…9), and a reader with
     /// `subscriptions` that has downloaded what they hold.
-    private func writerAndReader(_ h: SyncHarness, reader subscriptions: [QuerySubscription])
-        throws -> (sw: SyncSession, w: Store, sr: SyncSession, r: Store) {
+    private func writerAndReader(_ h: SyncHarness, reader subscriptions: [SubscriptionQuery])
+        throws -> (sw: ClientSession, w: Store, sr: ClientSession, r: Store) {
         let appA = try h.app("a"), appB = try h.app("b")
         let writer = try runToCompletion { try await appA.login(.anonymous) }
         let reader = try runToCompletion { try await appB.login(.anonymous) }
-        let (sw, w) = try h.open(writer, "w.realm", subscriptions: [QuerySubscription(name: "all", className: "Task")])
+        let (sw, w) = try h.open(writer, "w.realm", subscriptions: [SubscriptionQuery(name: "all", className: "Task")])
         let (sr, r) = try h.open(reader, "r.realm", subscriptions: subscriptions)
         try sw.waitForInitialDownload(timeout: 10)
         try w.write {
@@ -354,7 +354,7 @@ final class SyncRulesTests: XCTestCase {
     func testSubscriptionChangesBootstrapAndEvict() throws {
         let h = try SyncHarness()
         let (sw, w, sr, r) = try writerAndReader(h, reader: [
-            QuerySubscription(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)])])
+            SubscriptionQuery(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)])])
         defer { sw.release(); sr.release() }
         XCTAssertEqual(try r.objects("Task").count(), 4)
         // Widening the query bootstraps the new objects.
@@ -372,7 +372,7 @@ final class SyncRulesTests: XCTestCase {
         _ = try r.refresh()
         XCTAssertEqual(try r.objects("Task").documents().compactMap { $0["_id"]?.stringValue }.sorted(), ["t7", "t8", "t9"])
         // A query the server does not serve: refused with its reason; the previous set stays.
-        let v3 = try sr.updateSubscriptions { set in set.append(QuerySubscription(name: "sorted", className: "Task", query: "priority > 0 SORT(priority ASC)")) }
+        let v3 = try sr.updateSubscriptions { set in set.append(SubscriptionQuery(name: "sorted", className: "Task", query: "priority > 0 SORT(priority ASC)")) }
         XCTAssertThrowsError(try sr.waitForSubscriptions(version: v3, timeout: 10)) { error in
             XCTAssertEqual((error as? SyncError)?.code, .invalidFlexibleSyncSubscriptions)
         }
@@ -391,8 +391,8 @@ final class SyncRulesTests: XCTestCase {
     func testASubscriptionToTheWholeClassBesideANarrowerOneHoldsEverythingUntilItGoes() throws {
         let h = try SyncHarness()
         let (sw, w, sr, r) = try writerAndReader(h, reader: [
-            QuerySubscription(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)]),
-            QuerySubscription(name: "every", className: "Task", query: "TRUEPREDICATE"),
+            SubscriptionQuery(name: "high", className: "Task", query: "priority > $0", arguments: [.int(5)]),
+            SubscriptionQuery(name: "every", className: "Task", query: "TRUEPREDICATE"),
         ])
         defer { sw.release(); sr.release() }
         XCTAssertEqual(try r.objects("Task").count(), 10, "the whole class, whatever the other query")
@@ -418,7 +418,7 @@ final class SyncRulesTests: XCTestCase {
         let appA = try h.app("a"), appB = try h.app("b")
         let ann = try runToCompletion { try await appA.login(.anonymous) }
         let bob = try runToCompletion { try await appB.login(.anonymous) }
-        let all = [QuerySubscription(name: "all", className: "Task")]
+        let all = [SubscriptionQuery(name: "all", className: "Task")]
         var (sa, storeA) = try h.open(ann, "a.realm", subscriptions: all)
         let (sb, storeB) = try h.open(bob, "b.realm", subscriptions: all)
         defer { sb.release() }
@@ -463,19 +463,19 @@ final class SyncRulesTests: XCTestCase {
         let app = try h.app("a")
         let user = try runToCompletion { try await app.login(.anonymous) }
         // The same user, through an app whose base URL is the silent listener (token reused).
-        let offline = try App(configuration: AppConfiguration(appId: "default", baseURL: "http://127.0.0.1:\(port)",
+        let offline = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: "http://127.0.0.1:\(port)",
                                                                metadataDirectory: h.directory + "/a", connectTimeout: 0.5))
         guard let again = offline.currentUser else { return XCTFail("the user was not kept") }
         XCTAssertEqual(again.id, user.id)
         let configuration = Configuration(path: h.directory + "/offline.realm", schema: SyncHarness.schema)
-        var sync = SyncConfiguration(mode: .flexible)
-        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Task")]
-        XCTAssertThrowsError(try SyncSession.openRealm(user: again, storeConfiguration: configuration, sync: sync,
+        var sync = ClientSyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [SubscriptionQuery(name: "all", className: "Task")]
+        XCTAssertThrowsError(try ClientSession.openRealm(user: again, storeConfiguration: configuration, sync: sync,
                                                        options: OpenOptions(downloadBeforeOpen: .always, timeout: 2))) { error in
             XCTAssertEqual((error as? SyncError)?.code, .timeout, "\(error)")
         }
         // AutoOpen: the data on the device opens instead.
-        let s = try SyncSession.openRealm(user: again, storeConfiguration: configuration, sync: sync,
+        let s = try ClientSession.openRealm(user: again, storeConfiguration: configuration, sync: sync,
                                           options: OpenOptions(downloadBeforeOpen: .always, timeout: 1, offlineFallback: true))
         s.release()
     }
@@ -519,12 +519,12 @@ final class SyncRulesTests: XCTestCase {
         let h = try SyncHarness()
         let app = try h.app("a")
         _ = try runToCompletion { try await app.login(.anonymous) }
-        let slow = try App(configuration: AppConfiguration(appId: "default", baseURL: "http://127.0.0.1:\(port)",
+        let slow = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: "http://127.0.0.1:\(port)",
                                                             metadataDirectory: h.directory + "/a", connectTimeout: 20))
         guard let user = slow.currentUser else { return XCTFail("the user was not kept") }
-        var sync = SyncConfiguration(mode: .flexible)
-        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Task")]
-        let session = try SyncSession.open(user: user, storeConfiguration: Configuration(path: h.directory + "/slow.realm", schema: SyncHarness.schema),
+        var sync = ClientSyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [SubscriptionQuery(name: "all", className: "Task")]
+        let session = try ClientSession.open(user: user, storeConfiguration: Configuration(path: h.directory + "/slow.realm", schema: SyncHarness.schema),
                                            sync: sync)
         defer { session.release() }
         XCTAssertTrue(waitForAttempts(1, within: 10), "the session never tried to connect")
@@ -547,9 +547,9 @@ final class SyncRulesTests: XCTestCase {
         // server's data, "unsynced" was written again and uploaded.
         XCTAssertNotNil(try r.store.object("Task", primaryKey: .string("unsynced")))
         XCTAssertNil(try r.store.object("Task", primaryKey: .string("synced")))
-        let other = try App(configuration: AppConfiguration(appId: "default", baseURL: r.server.url, metadataDirectory: r.dir + "/other"))
+        let other = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: r.server.url, metadataDirectory: r.dir + "/other"))
         let otherUser = try runToCompletion { try await other.login(.anonymous) }
-        let otherSession = try SyncSession.open(user: otherUser, storeConfiguration: Configuration(path: r.dir + "/o.realm", schema: SyncHarness.schema), sync: r.sync)
+        let otherSession = try ClientSession.open(user: otherUser, storeConfiguration: Configuration(path: r.dir + "/o.realm", schema: SyncHarness.schema), sync: r.sync)
         defer { otherSession.release() }
         try otherSession.waitForInitialDownload(timeout: 10)
         let otherStore = try Store(Configuration(path: r.dir + "/o.realm", schema: SyncHarness.schema))
@@ -594,7 +594,7 @@ final class ClientFilePermissionTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let previous = umask(0o022)
         defer { umask(previous) }
-        let app = try App(configuration: AppConfiguration(appId: "modes", metadataDirectory: directory + "/meta"))
+        let app = try ClientApp(configuration: ClientAppConfiguration(appId: "modes", metadataDirectory: directory + "/meta"))
         _ = app
         func mode(_ path: String) throws -> Int {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -659,11 +659,11 @@ final class LargeChangesetTests: XCTestCase {
         let big = SyncChangeset(clientVersion: 7, clock: Clock(milliseconds: 5, node: 3), instructions: (0..<60_000).map { i in
             SyncInstruction(.set, "Task", .string("t\(i % 100)"), path: [.key("name")], value: .string(String(repeating: "x", count: 60)))
         })
-        let parts = SyncSession.parts(of: big)
+        let parts = ClientSession.parts(of: big)
         XCTAssertGreaterThan(parts.count, 1)
         var joined = [SyncInstruction]()
         for (i, text) in parts.enumerated() {
-            XCTAssertLessThanOrEqual(text.utf8.count, SyncSession.partBytes)
+            XCTAssertLessThanOrEqual(text.utf8.count, ClientSession.partBytes)
             let value = try EJSON.parse(text)
             guard case .object(let d) = value else { return XCTFail("not an object") }
             XCTAssertEqual(d["more"], i < parts.count - 1 ? Value.bool(true) : nil)
@@ -673,7 +673,7 @@ final class LargeChangesetTests: XCTestCase {
             joined += cs.instructions
         }
         XCTAssertEqual(joined, big.instructions)
-        XCTAssertEqual(SyncSession.parts(of: SyncChangeset(clock: big.clock, instructions: Array(big.instructions.prefix(3)))).count, 1)
+        XCTAssertEqual(ClientSession.parts(of: SyncChangeset(clock: big.clock, instructions: Array(big.instructions.prefix(3)))).count, 1)
     }
 
     func testALargeTransactionReachesTheOtherClient() throws {
@@ -681,7 +681,7 @@ final class LargeChangesetTests: XCTestCase {
         let appA = try h.app("a"), appB = try h.app("b")
         let ann = try runToCompletion { try await appA.login(.anonymous) }
         let bob = try runToCompletion { try await appB.login(.anonymous) }
-        let all = [QuerySubscription(name: "all", className: "Task")]
+        let all = [SubscriptionQuery(name: "all", className: "Task")]
         let (sa, a) = try h.open(ann, "a.realm", subscriptions: all)
         let (sb, b) = try h.open(bob, "b.realm", subscriptions: all)
         defer { sa.release(); sb.release() }
@@ -721,7 +721,7 @@ final class TokenTests: XCTestCase {
         XCTAssertEqual(try runToCompletion { try await user.authorizedCall("GET", "/auth/profile") }["user_id"], .string(user.id))
         XCTAssertNotEqual(user.accessToken, good + "x")
         user.update(access: user.accessToken + "x", refresh: user.refreshToken, state: .loggedIn)
-        let (session, _) = try h.open(user, "t.realm", subscriptions: [QuerySubscription(name: "all", className: "Task")])
+        let (session, _) = try h.open(user, "t.realm", subscriptions: [SubscriptionQuery(name: "all", className: "Task")])
         defer { session.release() }
         try session.waitForInitialDownload(timeout: 10)
         // A refresh token the server no longer honours logs the user out.
@@ -785,7 +785,7 @@ final class ClientUserTests: XCTestCase {
         try runToCompletion { try await app.delete(ann) }
         XCTAssertThrowsError(try runToCompletion { try await app.login(.apiKey(key)) })
         // A restarted app (a new object on the same users file) still has its logged-in user.
-        let restarted = try App(configuration: app.configuration)
+        let restarted = try ClientApp(configuration: app.configuration)
         XCTAssertEqual(restarted.allUsers.filter(\.isLoggedIn).map(\.id), [j1.id])
     }
 }
@@ -797,13 +797,13 @@ final class ClientUserTests: XCTestCase {
 final class ResetScenario {
     let dir = NSTemporaryDirectory() + "atoll-reset-\(UUID().uuidString)"
     let store: Store
-    let session: SyncSession
+    let session: ClientSession
     let errors = ErrorLog()
-    let sync: SyncConfiguration
+    let sync: ClientSyncConfiguration
     /// The server after the loss.
     let server: SyncServer
 
-    init(_ mode: ClientResetMode) throws {
+    init(_ mode: ClientResetStrategy) throws {
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.dataDirectory = dir + "/server"
@@ -811,16 +811,16 @@ final class ResetScenario {
         configuration.postgresURL = try TestPostgres.syncStoreURL()
         let first = try SyncServer(configuration: configuration)
         try first.start()
-        let app = try App(configuration: AppConfiguration(appId: "default", baseURL: first.url, metadataDirectory: dir + "/app"))
+        let app = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: first.url, metadataDirectory: dir + "/app"))
         let user = try runToCompletion { try await app.login(.anonymous) }
         let errors = self.errors
         app.addErrorHandler { e, _ in errors.add(e) }
-        var sync = SyncConfiguration(mode: .flexible)
-        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Task")]
+        var sync = ClientSyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [SubscriptionQuery(name: "all", className: "Task")]
         sync.clientResetMode = mode
         self.sync = sync
         let config = Configuration(path: dir + "/c.realm", schema: SyncHarness.schema)
-        let session = try SyncSession.open(user: user, storeConfiguration: config, sync: sync)
+        let session = try ClientSession.open(user: user, storeConfiguration: config, sync: sync)
         let store = try Store(config)
         self.session = session
         self.store = store

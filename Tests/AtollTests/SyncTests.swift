@@ -3,7 +3,7 @@ import AtollTestSupport
 import Foundation
 import Observation
 import XCTest
-// Only the server's two types: AtollServer has an `AppConfiguration` of its own.
+// Only the server's two types this test needs (the rest of AtollServer is not the typed API's).
 import struct AtollServer.ServerConfiguration
 import class AtollServer.SyncServer
 

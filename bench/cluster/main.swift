@@ -68,13 +68,13 @@ func run(_ name: String, instances: Int, postgres: Bool) throws -> Result {
         try s.start()
         servers.append(s)
     }
-    func client(_ label: String, on server: SyncServer) throws -> (SyncSession, Store) {
-        let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.url, metadataDirectory: dir + "/\(label)"))
+    func client(_ label: String, on server: SyncServer) throws -> (ClientSession, Store) {
+        let app = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: server.url, metadataDirectory: dir + "/\(label)"))
         let user = try runToCompletion { try await app.login(.anonymous) }
-        var sync = SyncConfiguration(mode: .flexible)
-        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Item")]
+        var sync = ClientSyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [SubscriptionQuery(name: "all", className: "Item")]
         let configuration = Configuration(path: dir + "/\(label).realm", schema: schema)
-        let session = try SyncSession.openRealm(user: user, storeConfiguration: configuration, sync: sync,
+        let session = try ClientSession.openRealm(user: user, storeConfiguration: configuration, sync: sync,
                                                 options: OpenOptions(downloadBeforeOpen: .always, timeout: 600))
         return (session, try Store(configuration))
     }
@@ -111,7 +111,7 @@ func run(_ name: String, instances: Int, postgres: Bool) throws -> Result {
 
     // W: writers spread over the instances; the reader is on the first instance.
     let (sessionR, reader) = try client("reader", on: servers[0])
-    var clients = [(SyncSession, Store)]()
+    var clients = [(ClientSession, Store)]()
     for w in 0..<writers { clients.append(try client("w\(w)", on: servers[w % instances])) }
     let before = try reader.objects("Item").count()
     let total = writers * transactions * size

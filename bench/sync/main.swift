@@ -36,13 +36,13 @@ serverConfiguration.logLevel = .error
 let server = try SyncServer(configuration: serverConfiguration)
 try server.start()
 
-func client(_ name: String) throws -> (SyncSession, Store) {
-    let app = try App(configuration: AppConfiguration(appId: "default", baseURL: server.url, metadataDirectory: dir + "/\(name)"))
+func client(_ name: String) throws -> (ClientSession, Store) {
+    let app = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: server.url, metadataDirectory: dir + "/\(name)"))
     let user = try runToCompletion { try await app.login(.anonymous) }
-    var sync = SyncConfiguration(mode: .flexible)
-    sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Item")]
+    var sync = ClientSyncConfiguration(mode: .flexible)
+    sync.initialSubscriptions = [SubscriptionQuery(name: "all", className: "Item")]
     let configuration = Configuration(path: dir + "/\(name).realm", schema: schema)
-    let session = try SyncSession.openRealm(user: user, storeConfiguration: configuration, sync: sync,
+    let session = try ClientSession.openRealm(user: user, storeConfiguration: configuration, sync: sync,
                                             options: OpenOptions(downloadBeforeOpen: .always, timeout: 600))
     return (session, try Store(configuration))
 }

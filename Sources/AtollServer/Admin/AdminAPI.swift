@@ -17,7 +17,7 @@ final class AdminAPI: Sendable {
     static let authFile = "admin-auth.json"
 
     let key: AdminKey
-    let apps: [String: SyncApp]
+    let apps: [String: ServerApp]
     let auth: [String: AuthService]
     let dataDirectory: String
     let history: MetricsHistory
@@ -28,7 +28,7 @@ final class AdminAPI: Sendable {
     /// console does not change them in one instance only.
     let sharedStorage: Bool
 
-    init(key: AdminKey, apps: [String: SyncApp], auth: [String: AuthService], dataDirectory: String, history: MetricsHistory,
+    init(key: AdminKey, apps: [String: ServerApp], auth: [String: AuthService], dataDirectory: String, history: MetricsHistory,
          sharedStorage: Bool = false) {
         self.sharedStorage = sharedStorage
         self.key = key
@@ -42,7 +42,7 @@ final class AdminAPI: Sendable {
     /// - Throws: the reason a saved file cannot be used (the server does not start with it).
     /// - Parameter shared: instances share the storage: a saved file is refused, since it would
     ///   be in force in this instance only.
-    static func applySaved(to app: AppConfiguration, dataDirectory: String, shared: Bool = false) throws -> AppConfiguration {
+    static func applySaved(to app: ServerAppConfiguration, dataDirectory: String, shared: Bool = false) throws -> ServerAppConfiguration {
         var app = app
         let directory = dataDirectory + "/" + app.id
         if shared {
@@ -199,7 +199,7 @@ final class AdminAPI: Sendable {
         return id
     }
 
-    private func app(_ r: HTTPRequest) throws -> SyncApp {
+    private func app(_ r: HTTPRequest) throws -> ServerApp {
         guard let app = apps[try appId(r)] else { throw AdminError(404, "AppNotFound", "no app") }
         return app
     }
@@ -228,7 +228,7 @@ final class AdminAPI: Sendable {
     /// Closes a user's connections here, and has instances sharing the storage close theirs (the
     /// user is disabled, deleted or without sessions in the database already: a failure to tell
     /// them leaves their open connections until their tokens expire). The number closed here.
-    private func closeEverywhere(_ user: String, _ sync: SyncApp) throws -> Int {
+    private func closeEverywhere(_ user: String, _ sync: ServerApp) throws -> Int {
         let closed = sync.queue.sync { sync.closeConnections(ofUser: user) }
         do { try sync.queue.sync { try sync.storage.announceDisabled(user: user) } } catch {
             sync.log.warning("other instances were not told to close a user's connections", ["user": user, "error": "\(error)"])
@@ -286,7 +286,7 @@ final class AdminAPI: Sendable {
 
     /// Validates, saves (a temporary file renamed over the old one), then applies: a rule that
     /// fails leaves both the file and the running rules as they were.
-    private func saveRules(_ sync: SyncApp, _ json: Value) throws -> Value {
+    private func saveRules(_ sync: ServerApp, _ json: Value) throws -> Value {
         try refuseWhenShared("rules")
         let rules = try sync.queue.sync { try sync.validateRules(json) }
         try save(json, sync.configuration.id, Self.rulesFile)
@@ -296,7 +296,7 @@ final class AdminAPI: Sendable {
 
     /// Validates auth settings, puts them in force at once and saves them (they win over the
     /// config at the next start); when they cannot be saved, the old ones stay in force.
-    private func saveAuth(_ sync: SyncApp, _ json: Value) throws -> Value {
+    private func saveAuth(_ sync: ServerApp, _ json: Value) throws -> Value {
         try refuseWhenShared("auth settings")
         let id = sync.configuration.id
         guard let service = auth[id] else { throw AdminError(404, "AppNotFound", "no app '\(id)'") }

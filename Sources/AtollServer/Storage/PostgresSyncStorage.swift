@@ -93,7 +93,7 @@ final class PostgresSyncStorage: SyncStorage {
 
     /// Keeps the cache an earlier run left when it is this database's and not ahead of it (its
     /// newest version has the same clock here); otherwise empties it. Then catches up.
-    func open(_ app: SyncApp) throws -> UInt64 {
+    func open(_ app: ServerApp) throws -> UInt64 {
         let kept = try CacheState.read(app.store)
         app.latestVersion = 0
         if let kept, kept.epoch == epoch, kept.version > 0 {
@@ -163,7 +163,7 @@ final class PostgresSyncStorage: SyncStorage {
 
     // MARK: - Catching up
 
-    func catchUp(_ app: SyncApp) throws {
+    func catchUp(_ app: ServerApp) throws {
         try connected { db in
             // One snapshot: the newest version and the objects as they are at it.
             _ = try db.transaction("REPEATABLE READ READ ONLY") { try fetch(app, db) }
@@ -173,7 +173,7 @@ final class PostgresSyncStorage: SyncStorage {
     /// Applies what the database has beyond the app's latest version (in the caller's
     /// transaction: a snapshot, or the writer's lock). Returns the upload cursor of `file`.
     @discardableResult
-    private func fetch(_ app: SyncApp, _ db: PostgresConnection, file: Int64? = nil) throws -> UInt64 {
+    private func fetch(_ app: ServerApp, _ db: PostgresConnection, file: Int64? = nil) throws -> UInt64 {
         // One round trip for the schema (when it changed), the newest version and the cursor.
         guard let row = try db.execute("""
             SELECT schema_version, CASE WHEN schema_version <> $2 THEN schema END,
@@ -221,7 +221,7 @@ final class PostgresSyncStorage: SyncStorage {
 
     // MARK: - Writing
 
-    func write(_ app: SyncApp, file: Int64?, _ body: (UInt64) throws -> SyncCommit) throws {
+    func write(_ app: ServerApp, file: Int64?, _ body: (UInt64) throws -> SyncCommit) throws {
         try connected { db in
             // The app id is letters, digits, - and _ (AppConfiguration): safe in the text, so that
             // BEGIN and the lock take one round trip.
@@ -296,7 +296,7 @@ final class PostgresSyncStorage: SyncStorage {
         try connected { db in _ = try db.execute("SELECT pg_notify($1, $2)", [Self.channel, payload]) }
     }
 
-    func saveSchema(_ app: SyncApp, _ schema: Schema) throws {
+    func saveSchema(_ app: ServerApp, _ schema: Schema) throws {
         try connected { db in
             try db.transaction {
                 try db.execute("SELECT pg_advisory_xact_lock(hashtext($1))", ["atoll_sync:" + appId])
@@ -359,13 +359,13 @@ struct CacheState: Equatable {
 /// catches up anyway: a notification lost with a broken connection delays, never loses.
 final class PostgresListener: @unchecked Sendable {
     private let url: String
-    private let apps: [String: SyncApp]
+    private let apps: [String: ServerApp]
     private let log: Logger
     private let stopped = NSLock()
     private var isStopped = false
     private var thread: Thread?
 
-    init(url: String, apps: [String: SyncApp], log: Logger) {
+    init(url: String, apps: [String: ServerApp], log: Logger) {
         self.url = url
         self.apps = apps
         self.log = log

@@ -35,7 +35,7 @@ struct SyncCommit {
 }
 
 /// Where an app's sync state is kept for good: its history, its client files, and — through
-/// the app's store — its objects and their clocks. `SyncApp` integrates, evaluates views and
+/// the app's store — its objects and their clocks. `ServerApp` integrates, evaluates views and
 /// fans out on its own store and does not know which storage is underneath:
 ///
 /// - `LocalSyncStorage`: everything in the app's SQLite store (one `atoll-server`, the default).
@@ -46,7 +46,7 @@ struct SyncCommit {
 /// Every method is called on the app's queue.
 protocol SyncStorage: AnyObject {
     /// Brings the app's store up to date at start and returns the newest history version.
-    func open(_ app: SyncApp) throws -> UInt64
+    func open(_ app: ServerApp) throws -> UInt64
 
     /// The history after `version`, oldest first, leaving out the versions uploaded by `file`.
     func history(after version: UInt64, excludingFile file: Int64) throws -> [HistoryEntry]
@@ -65,14 +65,14 @@ protocol SyncStorage: AnyObject {
     /// out). `body` runs inside the store's write transaction and gets the upload cursor of
     /// `file` as the storage has it. What it returns is kept for good together with the store's
     /// transaction; when either fails, neither is kept and the error is thrown.
-    func write(_ app: SyncApp, file: Int64?, _ body: (_ uploadCursor: UInt64) throws -> SyncCommit) throws
+    func write(_ app: ServerApp, file: Int64?, _ body: (_ uploadCursor: UInt64) throws -> SyncCommit) throws
 
     /// Applies what other instances committed since the app's latest version (nothing for a
     /// storage that only this process writes).
-    func catchUp(_ app: SyncApp) throws
+    func catchUp(_ app: ServerApp) throws
 
     /// Keeps a schema the app adopted (development mode), for the other instances.
-    func saveSchema(_ app: SyncApp, _ schema: Schema) throws
+    func saveSchema(_ app: ServerApp, _ schema: Schema) throws
 
     /// Tells the other instances that a user was disabled, so that they close its connections.
     func announceDisabled(user: String) throws
@@ -87,9 +87,9 @@ protocol SyncStorage: AnyObject {
 /// The sync state in the app's own SQLite store: history and client files in metadata tables
 /// beside the objects, written in the same transaction as the objects they describe.
 final class LocalSyncStorage: SyncStorage {
-    private weak var app: SyncApp?
+    private weak var app: ServerApp?
 
-    func open(_ app: SyncApp) throws -> UInt64 {
+    func open(_ app: ServerApp) throws -> UInt64 {
         self.app = app
         return try app.store.withMetadata { sql in
             guard case .int(let v)? = try sql.rows("SELECT coalesce(max(version), 0) FROM _atoll_sync_history").first?.first else { return 0 }
@@ -147,7 +147,7 @@ final class LocalSyncStorage: SyncStorage {
         }
     }
 
-    func write(_ app: SyncApp, file: Int64?, _ body: (UInt64) throws -> SyncCommit) throws {
+    func write(_ app: ServerApp, file: Int64?, _ body: (UInt64) throws -> SyncCommit) throws {
         let store = app.store
         try store.write {
             let cursor = try file.flatMap { try self.file($0)?.uploadCursor } ?? 0
@@ -165,9 +165,9 @@ final class LocalSyncStorage: SyncStorage {
         }
     }
 
-    func catchUp(_ app: SyncApp) throws {}
+    func catchUp(_ app: ServerApp) throws {}
 
-    func saveSchema(_ app: SyncApp, _ schema: Schema) throws {}
+    func saveSchema(_ app: ServerApp, _ schema: Schema) throws {}
 
     func announceDisabled(user: String) throws {}
 

@@ -71,7 +71,7 @@ enum SimOracle {
     }
 
     /// The server's history replayed onto an empty realm by the client's applier.
-    static func replay(_ server: SyncApp, into path: String) throws -> [String: Value] {
+    static func replay(_ server: ServerApp, into path: String) throws -> [String: Value] {
         let store = try Store(Configuration(path: path, schema: SimSchema.schema))
         defer { store.close() }
         let entries = try server.queue.sync { try server.storage.history(after: 0, excludingFile: -1) }

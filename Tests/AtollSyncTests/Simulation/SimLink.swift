@@ -21,7 +21,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
     enum Down { case text(String), close(UInt16) }
     /// The session's work not yet run (`async`), in order.
     private(set) var tasks: [@Sendable () -> Void] = []
-    private(set) var sessions: [Int64: SyncSession] = [:]
+    private(set) var sessions: [Int64: ClientSession] = [:]
     private var nextNumber: Int64 = 0
     /// The server's end while connected.
     private(set) var serverEnd: SyncConnection?
@@ -48,7 +48,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
 
     func sync<T>(_ work: () throws -> T) rethrows -> T { try work() }
 
-    func attach(_ session: SyncSession) {
+    func attach(_ session: ClientSession) {
         guard !sessions.values.contains(where: { $0 === session }) else { return }
         nextNumber += 1
         session.number = nextNumber
@@ -56,7 +56,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
         if isConnected { session.didConnect() } else { session.setConnectionState(.connecting) }
     }
 
-    func detach(_ session: SyncSession) {
+    func detach(_ session: ClientSession) {
         guard sessions[session.number] === session else { return }
         if session.bound { send(.unbind(session: session.number)) }
         sessions[session.number] = nil
@@ -64,7 +64,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
         if sessions.isEmpty { disconnect(notifyServer: true) }
     }
 
-    func rebind(_ session: SyncSession) {
+    func rebind(_ session: ClientSession) {
         guard sessions[session.number] === session else { return }
         if session.bound { send(.unbind(session: session.number)) }
         sessions[session.number] = nil
@@ -95,7 +95,7 @@ final class SimLink: SessionConnection, @unchecked Sendable {
     /// Connects to `app` (as a new WebSocket would) and binds the active sessions; false when the
     /// link is up already, nothing wants it, or the server's `retryAfter` still holds it back.
     @discardableResult
-    func connect(to app: SyncApp, user: String) -> Bool {
+    func connect(to app: ServerApp, user: String) -> Bool {
         guard !isConnected, wantsConnection, now() >= notBefore else { return false }
         let peer = ServerPeer(link: self)
         let end = SyncConnection(transport: peer, user: RuleUser(id: user), app: app)

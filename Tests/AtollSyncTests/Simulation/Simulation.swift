@@ -127,8 +127,8 @@ struct SimConfiguration: Hashable, CustomStringConvertible {
     var description: String { "\(devices) devices, \(users) users, \(keys) keys, \(steps) steps" }
 }
 
-/// A deterministic simulation of sync: an in-process server (`SyncApp`) and devices (each a realm
-/// file written by its app and a `SyncSession` that syncs it) joined by in-memory links. Nothing
+/// A deterministic simulation of sync: an in-process server (`ServerApp`) and devices (each a realm
+/// file written by its app and a `ClientSession` that syncs it) joined by in-memory links. Nothing
 /// runs by itself: every delivery, task, cut, pause, restart and clock reading is a step of the
 /// schedule, and a schedule made from a seed replays exactly.
 final class Simulation {
@@ -136,7 +136,7 @@ final class Simulation {
     let directory: String
     /// The simulated wall clock (milliseconds), moved on by every step.
     private let time = SimTime()
-    private(set) var server: SyncApp
+    private(set) var server: ServerApp
     private(set) var devices: [SimDevice] = []
     /// The steps run so far.
     private(set) var trace: [SimStep] = []
@@ -167,8 +167,8 @@ final class Simulation {
         }
     }
 
-    private static func openServer(_ directory: String, _ time: SimTime, _ bootstraps: SimBootstraps) throws -> SyncApp {
-        let app = try SyncApp(configuration: AtollServer.AppConfiguration(json: try EJSON.parse(appJSON)), directory: directory,
+    private static func openServer(_ directory: String, _ time: SimTime, _ bootstraps: SimBootstraps) throws -> ServerApp {
+        let app = try ServerApp(configuration: AtollServer.ServerAppConfiguration(json: try EJSON.parse(appJSON)), directory: directory,
                               log: Logger(level: .error), metrics: Metrics())
         app.now = { time.now }
         app.bootstrapRunner = { _, work in bootstraps.add(work) }
@@ -345,10 +345,10 @@ final class SimDevice {
     let userID: String
     let path: String
     let link: SimLink
-    let app: App
-    let user: User
+    let app: ClientApp
+    let user: ClientUser
     let store: Store
-    let session: SyncSession
+    let session: ClientSession
     /// How far this device's clock is from the simulated wall clock.
     var clockOffset: Int64 {
         get { offsetBox.value }
@@ -361,23 +361,23 @@ final class SimDevice {
         path = directory + "/d\(index).realm"
         let link = SimLink(device: index)
         self.link = link
-        app = try App(configuration: AtollSync.AppConfiguration(appId: "sim", baseURL: "http://simulation",
+        app = try ClientApp(configuration: AtollSync.ClientAppConfiguration(appId: "sim", baseURL: "http://simulation",
                                                                  metadataDirectory: directory + "/meta\(index)"))
         app.makeConnection = { _, _ in link }
         app.addErrorHandler { error, _ in link.errors.append(error) }
-        user = User(app: app, id: userID)
+        user = ClientUser(app: app, id: userID)
         user.update(access: "simulated", refresh: "simulated", state: .loggedIn)
         var storeConfiguration = Configuration(path: path, schema: SimSchema.schema)
         // Filled in below: the closure reads this device's offset.
         let offset = OffsetBox()
         offsetBox = offset
         storeConfiguration.commitClock = { Timestamp(milliseconds: time.now + offset.value) }
-        var sync = SyncConfiguration(mode: .flexible)
-        sync.initialSubscriptions = [QuerySubscription(name: "all", className: "Item")]
+        var sync = ClientSyncConfiguration(mode: .flexible)
+        sync.initialSubscriptions = [SubscriptionQuery(name: "all", className: "Item")]
         sync.watchesLocalCommits = false
         let node = Int64(index + 1) * 1_000_003
         sync.makeNode = { node }
-        session = try SyncSession.open(user: user, storeConfiguration: storeConfiguration, sync: sync)
+        session = try ClientSession.open(user: user, storeConfiguration: storeConfiguration, sync: sync)
         store = try Store(storeConfiguration)
     }
 
@@ -391,7 +391,7 @@ final class SimDevice {
     /// sent by the session's next task).
     func subscribe(_ view: SimView) throws {
         self.view = view
-        _ = try session.updateSubscriptions { set in set = [QuerySubscription(name: "items", className: "Item", query: view.query)] }
+        _ = try session.updateSubscriptions { set in set = [SubscriptionQuery(name: "items", className: "Item", query: view.query)] }
     }
 
     func write(_ ops: [SimOp]) throws {

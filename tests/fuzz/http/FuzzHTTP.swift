@@ -39,7 +39,7 @@ let server: SyncServer = {
         // Every input makes a user from one address: the sign-up and login limits would answer
         // 429 after a hundred (what is fuzzed here is what the routes make of their input).
         configuration.attemptLimits = AttemptLimits()
-        configuration.apps = [try AppConfiguration(json: try EJSON.parse(config))]
+        configuration.apps = [try ServerAppConfiguration(json: try EJSON.parse(config))]
         let server = try SyncServer(configuration: configuration)
         // The data directory goes when the process ends (libFuzzer exits through exit()).
         atexit { try? FileManager.default.removeItem(atPath: directory) }

@@ -1,6 +1,6 @@
 // Fuzz target "sync": sync protocol messages (docs/testing.md). An input is client messages, one
 // JSON text per line. Each line is decoded as the server decodes it (`ClientMessage`), encoded
-// and decoded again (the same message must come back), and then it is handled by an in-process `SyncApp` (the server's engine,
+// and decoded again (the same message must come back), and then it is handled by an in-process `ServerApp` (the server's engine,
 // with its store in a scratch directory) through an in-memory connection, as a WebSocket would
 // deliver it: bind, query, upload (integration into the store), mark, unbind. The bootstraps
 // the app starts (off its queue) run after the message that started them.
@@ -44,8 +44,8 @@ let appJSON = """
  {"name": "Counter", "primaryKey": "_id", "properties": {"_id": "int", "value": "int"}}]}
 """
 
-let configuration: AppConfiguration = {
-    do { return try AppConfiguration(json: try EJSON.parse(appJSON)) } catch { fuzzFailure("the app does not load: \(error)") }
+let configuration: ServerAppConfiguration = {
+    do { return try ServerAppConfiguration(json: try EJSON.parse(appJSON)) } catch { fuzzFailure("the app does not load: \(error)") }
 }()
 let log = Logger(level: .error)
 let directory = fuzzScratchDirectory("fuzz-sync")
@@ -102,8 +102,8 @@ func fuzzSync(_ bytes: UnsafeRawBufferPointer) {
     let text = String(decoding: bytes, as: UTF8.self)
     try? FileManager.default.removeItem(atPath: directory)
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let app: SyncApp
-    do { app = try SyncApp(configuration: configuration, directory: directory, log: log, metrics: Metrics()) } catch {
+    let app: ServerApp
+    do { app = try ServerApp(configuration: configuration, directory: directory, log: log, metrics: Metrics()) } catch {
         fuzzFailure("the app does not open: \(error)")
     }
     let bootstraps = Bootstraps()

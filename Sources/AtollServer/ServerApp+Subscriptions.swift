@@ -9,7 +9,7 @@ import Synchronization
 // Subscriptions: a set checked whole (limits, queryable fields, each query and then the views
 // OR-ed with the read rules) before its bootstrap starts; what a user may read of each class.
 
-extension SyncApp {
+extension ServerApp {
     func query(_ m: ClientMessage.Query, _ s: Session) throws {
         guard !s.partitionMode else {
             throw SyncErrorMessage(.badMessage, "a partition-sync session has no subscriptions to send")

@@ -8,7 +8,7 @@ import Foundation
 // Downloads applied in one transaction each, after the local changes are translated (so that
 // pending writes merge): a bootstrap's batches as one, evicting what the new view lacks.
 
-extension SyncSession {
+extension ClientSession {
     func download(_ m: ServerMessage.Download) throws {
         let serverVersion = m.serverVersion
         var instructions = [(SyncInstruction, Clock)]()
@@ -102,7 +102,7 @@ extension SyncSession {
         }
         for text in try ClientTables.subscriptionQueries(sql) {
             guard case .list(let items) = try EJSON.parse(text) else { continue }
-            for item in items { if let q = try? QuerySubscription(wire: item) { out.insert(q.className) } }
+            for item in items { if let q = try? SubscriptionQuery(wire: item) { out.insert(q.className) } }
         }
         return out
     }

@@ -8,7 +8,7 @@ import Foundation
 // Client reset: the realm starts again from the server's state as a new client file, and the
 // changes that were not uploaded are written again on top (recover modes).
 
-extension SyncSession {
+extension ClientSession {
     func clientReset(_ error: SyncError) throws {
         let mode = configuration.clientResetMode
         var reported = SyncError(.clientReset, "client reset (\(mode.rawValue)): \(error.message)")

@@ -8,7 +8,7 @@ import Foundation
 // Local commits read and translated into changesets (pending until acknowledged), uploaded in
 // order within the message size, and dropped when the server acknowledges them.
 
-extension SyncSession {
+extension ClientSession {
     /// Translates new local change-log entries into pending changesets (their own transaction,
     /// or the caller's), then uploads what is new.
     func processLocal() {

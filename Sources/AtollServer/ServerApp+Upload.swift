@@ -9,7 +9,7 @@ import Synchronization
 // Uploads: each changeset checked (order, clock, list elements), integrated with the write
 // rules, kept with the storage, acknowledged with what its uploader must be told of it.
 
-extension SyncApp {
+extension ServerApp {
     func upload(_ changesets: [WireChangeset], _ s: Session) throws {
         var acked = s.uploadCursor
         var previousVersion: UInt64?

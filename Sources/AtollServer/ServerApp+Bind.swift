@@ -9,7 +9,7 @@ import Synchronization
 // Binding a session: its mode, its client file (new, or known and its cursors), its schema
 // (development mode) and, in partition mode, its view at once.
 
-extension SyncApp {
+extension ServerApp {
     func bind(_ m: ClientMessage.Bind, _ connection: SyncConnection) throws {
         let number = m.session
         guard sessions[ObjectIdentifier(connection)]?[number] == nil else {

@@ -62,7 +62,7 @@ final class Session {
     var partial: SyncChangeset?
     /// The clock node of the session's first changeset: every later one must carry it too.
     var node: Int64?
-    /// The bootstrap being read and sent off the queue, if any (SyncApp+Bootstrap.swift): until
+    /// The bootstrap being read and sent off the queue, if any (ServerApp+Bootstrap.swift): until
     /// it ends the session gets no changesets, and its messages wait in `backlog`.
     var bootstrap: BootstrapJob?
     /// Whether to bootstrap again once this one ends (the rules changed while it ran).
@@ -82,14 +82,14 @@ final class Session {
 /// send on workers, from a snapshot, and end on the queue).
 ///
 /// This file holds its state, its connections and the dispatch of their messages; the rest is
-/// one file per concern: `SyncApp+Bind` (a session's mode, file and cursors), `+Schema`
+/// one file per concern: `ServerApp+Bind` (a session's mode, file and cursors), `+Schema`
 /// (development mode, other instances' schema and commits), `+Subscriptions` (a set checked
 /// whole, the views, read access), `+Bootstrap` (a view sent whole, and the catch-up of a
 /// returning client), `+Upload` (checks, integration, acknowledgement), `+FanOut` (each session's
-/// share of a changeset), and `Admin/SyncApp+Admin` (the admin API's view and edits).
-package final class SyncApp: @unchecked Sendable {
+/// share of a changeset), and `Admin/ServerApp+Admin` (the admin API's view and edits).
+package final class ServerApp: @unchecked Sendable {
     /// Changed only on the queue (the admin API replaces the rules).
-    var configuration: AppConfiguration
+    var configuration: ServerAppConfiguration
     package let queue: DispatchQueue
     let log: Logger
     let metrics: Metrics
@@ -100,7 +100,7 @@ package final class SyncApp: @unchecked Sendable {
     var latestVersion: UInt64 = 0
     private(set) var sessions: [ObjectIdentifier: [Int64: Session]] = [:]
     var sessionCount: Int { sessions.values.reduce(0) { $0 + $1.count } }
-    /// The last sync errors sent, for the admin console (SyncApp+Admin.swift).
+    /// The last sync errors sent, for the admin console (ServerApp+Admin.swift).
     var recentErrors = RecentSyncErrors()
     /// Session numbers whose bind failed, per connection: messages the client sent for them
     /// before it learned of the failure (its query, its uploads) are dropped, not an error.
@@ -141,11 +141,11 @@ package final class SyncApp: @unchecked Sendable {
     /// Opens the app's store in `directory`. With a shared storage (PostgreSQL) the store is this
     /// instance's cache, `cache.realm`, brought up to date from the storage at start; otherwise
     /// it is the app's data, `data.realm`.
-    package convenience init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
+    package convenience init(configuration: ServerAppConfiguration, directory: String, log: Logger, metrics: Metrics) throws {
         try self.init(configuration: configuration, directory: directory, log: log, metrics: metrics, storage: LocalSyncStorage())
     }
 
-    init(configuration: AppConfiguration, directory: String, log: Logger, metrics: Metrics, storage: SyncStorage) throws {
+    init(configuration: ServerAppConfiguration, directory: String, log: Logger, metrics: Metrics, storage: SyncStorage) throws {
         self.configuration = configuration
         self.log = log
         self.metrics = metrics

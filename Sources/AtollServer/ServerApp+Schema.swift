@@ -9,7 +9,7 @@ import Synchronization
 // The app's schema as it grows: classes and properties development-mode clients bring, and
 // those other instances adopted (a shared storage), with what those instances committed.
 
-extension SyncApp {
+extension ServerApp {
     /// Development mode: classes and properties the client has and the server lacks are added.
     func adoptSchema(_ json: Value, session: Int64) throws {
         // Classes other instances added come first.

@@ -6,7 +6,7 @@ import Foundation
 import Synchronization
 
 /// How a user proves who they are (docs/app-api.md).
-public enum Credentials: Sendable, Hashable {
+public enum ClientCredentials: Sendable, Hashable {
     case anonymous
     case emailPassword(email: String, password: String)
     case apiKey(String)
@@ -54,8 +54,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(code.rawValue): \(message)" }
 }
 
-/// What `App` needs to reach its server.
-public struct AppConfiguration: Sendable {
+/// What `ClientApp` needs to reach its server.
+public struct ClientAppConfiguration: Sendable {
     public var appId: String
     /// `http://host:port` of the server (https:// with TLS).
     public var baseURL: String
@@ -80,19 +80,19 @@ public struct AppConfiguration: Sendable {
 
 /// An app on an `atoll-server`: its users (kept in a metadata file, so that a restarted app is
 /// still logged in), their tokens, and the error handler of its sync sessions.
-public final class App: @unchecked Sendable {
-    public let configuration: AppConfiguration
+public final class ClientApp: @unchecked Sendable {
+    public let configuration: ClientAppConfiguration
     let metadata: Store
     let lock = NSRecursiveLock()
     /// The users handed out, weakly: a user keeps its app alive, not the other way round.
     private var users: [String: WeakUser] = [:]
-    private var errorHandlers: [Int: @Sendable (SyncError, SyncSession?) -> Void] = [:]
+    private var errorHandlers: [Int: @Sendable (SyncError, ClientSession?) -> Void] = [:]
     private var nextHandler = 0
     /// One sync connection per user (one WebSocket per user and server, docs/protocol.md).
     var connections: [String: any SessionConnection] = [:]
     /// Makes a user's connection: a WebSocket by default; the deterministic simulation's tests
     /// give an in-memory link instead.
-    var makeConnection: (App, User) -> any SessionConnection = { app, user in UserConnection(app: app, user: user) }
+    var makeConnection: (ClientApp, ClientUser) -> any SessionConnection = { app, user in UserConnection(app: app, user: user) }
 
     static let metadataSchema = Schema([
         ObjectSchema(name: "User", primaryKey: "id", properties: [
@@ -113,7 +113,7 @@ public final class App: @unchecked Sendable {
     /// Opens (creating) the app's users file in the metadata directory.
     /// - Throws: `AtollError(.invalidArgument)` for an empty app id or a base URL that is not
     ///   http(s); `.file` when the metadata directory cannot be written.
-    public init(configuration: AppConfiguration) throws {
+    public init(configuration: ClientAppConfiguration) throws {
         guard !configuration.appId.isEmpty,
               configuration.appId.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
             throw AtollError(.invalidArgument, "appId must be letters, digits, - and _")
@@ -139,14 +139,14 @@ public final class App: @unchecked Sendable {
     nonisolated(unsafe) private static var sharedApps: [String: WeakApp] = [:]
 
     /// The app of a configuration, shared in the process: the same app id, server and metadata
-    /// directory give the same `App` while it lives (one users cache, one connection per user),
-    /// as Realm's `App(id:)` does. The timeouts of the first caller's configuration stay.
-    public static func shared(configuration: AppConfiguration) throws -> App {
+    /// directory give the same `ClientApp` while it lives (one users cache, one connection per user),
+    /// as Realm's `ClientApp(id:)` does. The timeouts of the first caller's configuration stay.
+    public static func shared(configuration: ClientAppConfiguration) throws -> ClientApp {
         let directory = URL(fileURLWithPath: configuration.metadataDirectory).standardizedFileURL.path
         let key = "\(configuration.appId)\u{0}\(configuration.baseURL)\u{0}\(directory)"
         return try sharedLock.withLock {
             if let app = sharedApps[key]?.app { return app }
-            let app = try App(configuration: configuration)
+            let app = try ClientApp(configuration: configuration)
             sharedApps = sharedApps.filter { $0.value.app != nil }
             sharedApps[key] = WeakApp(app: app)
             return app
@@ -187,16 +187,16 @@ public final class App: @unchecked Sendable {
     /// Logs a user in; the user becomes the current user.
     /// - Throws: `SyncError` — `.authFailed` (with the server's message and HTTP status) for
     ///   refused credentials, `.connectionFailed` or `.timeout` when the server cannot be reached.
-    public func login(_ credentials: Credentials) async throws -> User {
+    public func login(_ credentials: ClientCredentials) async throws -> ClientUser {
         let tokens = try await call("POST", "/auth/providers/\(credentials.provider)/login", body: credentials.body)
         guard let access = tokens["access_token"]?.stringValue, let refresh = tokens["refresh_token"]?.stringValue,
               let id = tokens["user_id"]?.stringValue else {
             throw SyncError(.authFailed, "the server's login answer lacks tokens")
         }
         let profile = (try? await call("GET", "/auth/profile", bearer: access)) ?? Document()
-        let user = lock.withLock { () -> User in
+        let user = lock.withLock { () -> ClientUser in
             if let known = users[id]?.user { return known }
-            let u = User(app: self, id: id)
+            let u = ClientUser(app: self, id: id)
             users[id] = WeakUser(u)
             return u
         }
@@ -213,7 +213,7 @@ public final class App: @unchecked Sendable {
     }
 
     /// The current user: the one last logged in or switched to, if still logged in.
-    public var currentUser: User? {
+    public var currentUser: ClientUser? {
         lock.withLock {
             guard let id = try? setting("currentUser"), let user = try? loadUser(id), user.state == .loggedIn else {
                 return allUsers.first { $0.state == .loggedIn }
@@ -223,7 +223,7 @@ public final class App: @unchecked Sendable {
     }
 
     /// Every user of the users file (logged in or out), most recently used first.
-    public var allUsers: [User] {
+    public var allUsers: [ClientUser] {
         lock.withLock {
             let docs = (try? metadata.objects("User", where: "state != 'removed'").documents()) ?? []
             return docs.sorted { ($0["lastUsed"]?.intValue ?? 0) > ($1["lastUsed"]?.intValue ?? 0) }
@@ -232,14 +232,14 @@ public final class App: @unchecked Sendable {
     }
 
     /// Makes a logged-in user the current one.
-    public func switchUser(_ user: User) throws {
+    public func switchUser(_ user: ClientUser) throws {
         guard user.state == .loggedIn else { throw SyncError(.authFailed, "user \(user.id) is not logged in") }
         try setCurrent(user.id)
     }
 
     /// Logs a user out: the refresh token is revoked on the server (best effort), the tokens
     /// are forgotten, its sync sessions stop.
-    public func logOut(_ user: User) async throws {
+    public func logOut(_ user: ClientUser) async throws {
         let refresh = user.refreshToken
         stopConnection(user.id)
         user.update(access: "", refresh: "", state: .loggedOut)
@@ -248,7 +248,7 @@ public final class App: @unchecked Sendable {
     }
 
     /// Logs the user out and removes it from the users file.
-    public func remove(_ user: User) async throws {
+    public func remove(_ user: ClientUser) async throws {
         try await logOut(user)
         user.update(access: "", refresh: "", state: .removed)
         try persist(user)
@@ -256,27 +256,27 @@ public final class App: @unchecked Sendable {
     }
 
     /// Deletes the user on the server, then removes it here.
-    public func delete(_ user: User) async throws {
+    public func delete(_ user: ClientUser) async throws {
         _ = try await user.authorizedCall("DELETE", "/auth/delete")
         try await remove(user)
     }
 
-    func loadUser(_ id: String) throws -> User? {
+    func loadUser(_ id: String) throws -> ClientUser? {
         if let known = users[id]?.user { return known }
         guard let doc = try metadata.object("User", primaryKey: .string(id)) else { return nil }
-        let user = User(app: self, id: id)
+        let user = ClientUser(app: self, id: id)
         let profile: Document = {
             if let text = doc["profile"]?.stringValue, case .object(let d)? = try? EJSON.parse(text) { return d }
             return Document()
         }()
         user.update(access: doc["accessToken"]?.stringValue ?? "", refresh: doc["refreshToken"]?.stringValue ?? "",
-                    state: User.State(rawValue: doc["state"]?.stringValue ?? "") ?? .loggedOut,
+                    state: ClientUser.State(rawValue: doc["state"]?.stringValue ?? "") ?? .loggedOut,
                     provider: doc["provider"]?.stringValue ?? "", profile: profile)
         users[id] = WeakUser(user)
         return user
     }
 
-    func persist(_ user: User) throws {
+    func persist(_ user: ClientUser) throws {
         let snapshot = user.snapshot
         try metadata.write {
             _ = try metadata.create("User", [
@@ -301,7 +301,7 @@ public final class App: @unchecked Sendable {
     /// Registers a handler that receives every sync error of this app's sessions (with the
     /// session, when one is concerned). Returns a token for `removeErrorHandler`.
     @discardableResult
-    public func addErrorHandler(_ handler: @escaping @Sendable (SyncError, SyncSession?) -> Void) -> Int {
+    public func addErrorHandler(_ handler: @escaping @Sendable (SyncError, ClientSession?) -> Void) -> Int {
         lock.withLock {
             nextHandler += 1
             errorHandlers[nextHandler] = handler
@@ -311,14 +311,14 @@ public final class App: @unchecked Sendable {
 
     public func removeErrorHandler(_ token: Int) { _ = lock.withLock { errorHandlers.removeValue(forKey: token) } }
 
-    func report(_ error: SyncError, _ session: SyncSession?) {
+    func report(_ error: SyncError, _ session: ClientSession?) {
         let handlers = lock.withLock { Array(errorHandlers.values) }
         for h in handlers { h(error, session) }
     }
 
     // MARK: - Connections
 
-    func connection(for user: User) -> any SessionConnection {
+    func connection(for user: ClientUser) -> any SessionConnection {
         lock.withLock {
             if let c = connections[user.id] { return c }
             let c = makeConnection(self, user)
@@ -347,21 +347,21 @@ public final class App: @unchecked Sendable {
 }
 
 struct WeakApp {
-    weak var app: App?
+    weak var app: ClientApp?
 }
 
 struct WeakUser {
-    weak var user: User?
-    init(_ user: User) { self.user = user }
+    weak var user: ClientUser?
+    init(_ user: ClientUser) { self.user = user }
 }
 
 /// A user of an app, with its tokens. Tokens are refreshed before they expire and after a 401.
 /// A user keeps its app alive (its sessions need it).
-public final class User: @unchecked Sendable, Hashable {
+public final class ClientUser: @unchecked Sendable, Hashable {
     public enum State: String, Sendable { case loggedIn, loggedOut, removed }
 
     public let id: String
-    public let app: App
+    public let app: ClientApp
     private let lock = NSLock()
     private var access = ""
     private var refresh = ""
@@ -369,12 +369,12 @@ public final class User: @unchecked Sendable, Hashable {
     private var _provider = ""
     private var _profile = Document()
 
-    init(app: App, id: String) {
+    init(app: ClientApp, id: String) {
         self.app = app
         self.id = id
     }
 
-    public static func == (a: User, b: User) -> Bool { a === b }
+    public static func == (a: ClientUser, b: ClientUser) -> Bool { a === b }
     public func hash(into h: inout Hasher) { h.combine(ObjectIdentifier(self)) }
 
     public var state: State { lock.withLock { _state } }

@@ -9,7 +9,7 @@ import Synchronization
 // Fan-out: what one integrated changeset changed in each ready session's view, sent as it was
 // integrated where possible, with the objects that entered or left the view.
 
-extension SyncApp {
+extension ServerApp {
     /// The objects the session holds that link to any of `targets` (a link, or a list of links):
     /// those to send again when the targets come (back) to the device.
     func linkHolders(_ s: Session, of targets: [ObjectID]) throws -> [ObjectID] {

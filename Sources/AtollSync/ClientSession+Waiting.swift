@@ -8,7 +8,7 @@ import Foundation
 // Waiting for uploads, downloads and subscriptions: marks round-tripped through the server,
 // woken by the session's condition.
 
-extension SyncSession {
+extension ClientSession {
     /// Waits until every local change made before the call is on the server.
     /// - Throws: `SyncError(.timeout)`, or the session's fatal error.
     public func waitForUpload(timeout: Double) throws {

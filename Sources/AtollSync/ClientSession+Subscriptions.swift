@@ -8,7 +8,7 @@ import Foundation
 // Flexible sync's subscription sets: versions kept in the realm, sent when they change, and
 // their state as the server answers (complete, error).
 
-extension SyncSession {
+extension ClientSession {
     func setUpSubscriptions() throws {
         let count = try store.withMetadata { sql in try ClientTables.subscriptionSetCount(sql) }
         guard case .flexible = configuration.mode else { return }
@@ -22,7 +22,7 @@ extension SyncSession {
     }
 
     /// The newest subscription set: version, state, error, subscriptions.
-    public func subscriptions() throws -> (version: Int64, state: String, error: String?, subscriptions: [QuerySubscription]) {
+    public func subscriptions() throws -> (version: Int64, state: String, error: String?, subscriptions: [SubscriptionQuery]) {
         try store.withMetadata { sql in
             guard let set = try ClientTables.newestSubscriptionSet(sql) else { return (0, "complete", nil, []) }
             let subs = try Self.subscriptions(stored: set.queries)
@@ -35,7 +35,7 @@ extension SyncSession {
 
     /// Makes a new subscription set version from the newest one changed by `body`, and sends
     /// it. Returns the new version.
-    public func updateSubscriptions(_ body: (inout [QuerySubscription]) throws -> Void) throws -> Int64 {
+    public func updateSubscriptions(_ body: (inout [SubscriptionQuery]) throws -> Void) throws -> Int64 {
         guard case .flexible = configuration.mode else {
             throw SyncError(.badSyncPartitionValue, "a partition-sync realm has no subscriptions")
         }
@@ -64,13 +64,13 @@ extension SyncSession {
         guard version != querySent else { return }
         querySent = version
         let subscriptions = try set.map { try Self.subscriptions(stored: $0.queries) } ?? []
-        connection.send(.query(ClientMessage.Query(session: number, version: version, subscriptions: subscriptions.map(\.message),
+        connection.send(.query(ClientMessage.Query(session: number, version: version, subscriptions: subscriptions,
                                                    complete: set?.state == "complete")))
     }
 
     /// A subscription set's queries, from the JSON text the device stores them as.
-    static func subscriptions(stored text: String) throws -> [QuerySubscription] {
+    static func subscriptions(stored text: String) throws -> [SubscriptionQuery] {
         guard case .list(let items) = try EJSON.parse(text) else { return [] }
-        return try items.map { try QuerySubscription(wire: $0) }
+        return try items.map { try SubscriptionQuery(wire: $0) }
     }
 }

@@ -6,7 +6,7 @@ import CJansson
 import Foundation
 
 /// What to do when the server cannot resume the client (docs/sync.md, "Client reset").
-public enum ClientResetMode: String, Sendable {
+public enum ClientResetStrategy: String, Sendable {
     /// Report the error and stop the session; the app deals with the file.
     case manual
     /// Drop what was not uploaded and start again from the server's state.
@@ -17,45 +17,17 @@ public enum ClientResetMode: String, Sendable {
     case recoverOrDiscardUnsyncedChanges
 }
 
-/// One subscription: a named query on a class.
-public struct QuerySubscription: Sendable, Hashable {
-    public var name: String
-    public var className: String
-    public var query: String
-    public var arguments: [Value]
-    public init(name: String, className: String, query: String = "TRUEPREDICATE", arguments: [Value] = []) {
-        self.name = name
-        self.className = className
-        self.query = query
-        self.arguments = arguments
-    }
-
-    /// As a `query` message carries it.
-    var message: SubscriptionQuery { SubscriptionQuery(name: name, className: className, query: query, arguments: arguments) }
-
-    /// As the device stores it (the same fields as in a `query` message).
-    var wireValue: Value {
-        .doc(["name": .string(name), "class": .string(className), "query": .string(query), "args": .list(arguments)])
-    }
-
-    init(wire: Value) throws {
-        let f = try Fields(wire, "subscription")
-        self.init(name: try f.optionalString("name") ?? "", className: try f.string("class"),
-                  query: try f.optionalString("query") ?? "TRUEPREDICATE", arguments: try f.list("args"))
-    }
-}
-
 /// How a synced realm syncs.
-public struct SyncConfiguration: @unchecked Sendable {
+public struct ClientSyncConfiguration: @unchecked Sendable {
     public enum Mode: Sendable, Equatable {
         case flexible
         case partition(Value)
     }
     public var mode: Mode
     /// Subscriptions added at the first open (and at every open with `rerunOnOpen`).
-    public var initialSubscriptions: [QuerySubscription] = []
+    public var initialSubscriptions: [SubscriptionQuery] = []
     public var rerunOnOpen = false
-    public var clientResetMode: ClientResetMode = .recoverUnsyncedChanges
+    public var clientResetMode: ClientResetStrategy = .recoverUnsyncedChanges
     /// Called before a client reset replaces the data (with the store as it is) and after.
     public var beforeReset: (@Sendable (Store) -> Void)?
     public var afterReset: (@Sendable (Store) -> Void)?
@@ -70,8 +42,8 @@ public struct SyncConfiguration: @unchecked Sendable {
 
 /// What a session's observers are told.
 public enum SessionEvent: Sendable, Equatable {
-    case state(SyncSession.State)
-    case connection(SyncSession.ConnectionState)
+    case state(ClientSession.State)
+    case connection(ClientSession.ConnectionState)
     /// `direction` is "upload" or "download"; `estimate` is transferred / transferable (1 when done).
     case progress(direction: String, transferred: Int, transferable: Int, estimate: Double)
 }
@@ -81,16 +53,16 @@ public enum SessionEvent: Sendable, Equatable {
 /// are read back from the change log) and on its user's connection queue.
 ///
 /// This file holds its state, its opening and the dispatch of what the server sends; the rest is
-/// one file per concern: `SyncSession+Upload` (local commits to pending changesets to uploads),
+/// one file per concern: `ClientSession+Upload` (local commits to pending changesets to uploads),
 /// `+Download` (downloads and bootstraps applied), `+Subscriptions`, `+Waiting` (for uploads,
 /// downloads and subscription sets) and `+ClientReset` (with the `Replayer` of recovery).
-public final class SyncSession: @unchecked Sendable {
+public final class ClientSession: @unchecked Sendable {
     public enum State: String, Sendable { case active, paused, inactive }
     public enum ConnectionState: String, Sendable { case disconnected, connecting, connected }
 
-    public let user: User
+    public let user: ClientUser
     public let path: String
-    public let configuration: SyncConfiguration
+    public let configuration: ClientSyncConfiguration
     /// The session's own handle of the realm file.
     let store: Store
     /// What carries the session's messages and runs its work in turn: the user's connection.
@@ -134,13 +106,13 @@ public final class SyncSession: @unchecked Sendable {
     // MARK: - Open
 
     private static let registryLock = NSLock()
-    nonisolated(unsafe) private static var registry: [String: SyncSession] = [:]
+    nonisolated(unsafe) private static var registry: [String: ClientSession] = [:]
 
     /// The session of a realm file: the open one, or a new one. Each call takes a handle;
     /// `release()` gives it back, and the session stops with the last.
     /// - Throws: `AtollError` when the file cannot be opened, `SyncError` for a logged-out user
     ///   or a session of the file that syncs differently.
-    public static func open(user: User, storeConfiguration: Configuration, sync: SyncConfiguration) throws -> SyncSession {
+    public static func open(user: ClientUser, storeConfiguration: Configuration, sync: ClientSyncConfiguration) throws -> ClientSession {
         guard user.isLoggedIn else { throw SyncError(.authFailed, "user \(user.id) is not logged in") }
         guard let path = storeConfiguration.path, !storeConfiguration.inMemory else {
             throw AtollError(.invalidArgument, "a synced realm needs a file \"path\" (not in memory)")
@@ -155,14 +127,14 @@ public final class SyncSession: @unchecked Sendable {
             existing.retain()
             return existing
         }
-        let session = try SyncSession(user: user, path: key, storeConfiguration: storeConfiguration, sync: sync)
+        let session = try ClientSession(user: user, path: key, storeConfiguration: storeConfiguration, sync: sync)
         registry[key] = session
         session.retain()
         session.start()
         return session
     }
 
-    private init(user: User, path: String, storeConfiguration: Configuration, sync: SyncConfiguration) throws {
+    private init(user: ClientUser, path: String, storeConfiguration: Configuration, sync: ClientSyncConfiguration) throws {
         self.user = user
         self.path = path
         configuration = sync
@@ -263,7 +235,7 @@ public final class SyncSession: @unchecked Sendable {
     func setConnectionState(_ s: ConnectionState) { change(\._connectionState, to: s, .connection(s)) }
 
     /// Sets a state under the lock, waking waiters, and tells observers if it changed.
-    private func change<T: Equatable>(_ state: ReferenceWritableKeyPath<SyncSession, T>, to value: T, _ event: SessionEvent) {
+    private func change<T: Equatable>(_ state: ReferenceWritableKeyPath<ClientSession, T>, to value: T, _ event: SessionEvent) {
         let changed = lock.withLock { () -> Bool in
             guard self[keyPath: state] != value else { return false }
             self[keyPath: state] = value

@@ -39,7 +39,7 @@ struct AdminError: Error {
 
 /// What the admin API reads and changes in an app's sync engine. Every method here runs on the
 /// app's queue (the caller wraps it in `queue.sync`), as the sync messages do.
-extension SyncApp {
+extension ServerApp {
     // MARK: - Sessions
 
     /// The bound sessions, grouped by connection: user, address, subscriptions and cursors.

@@ -91,7 +91,7 @@ final class BootstrapWorkers: @unchecked Sendable {
     }
 }
 
-extension SyncApp {
+extension ServerApp {
     /// What a session had before a new subscription set, put back if the set's views fail.
     struct QueryState {
         var subscriptions: [SubscriptionQuery]

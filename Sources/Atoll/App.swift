@@ -70,8 +70,8 @@ public struct AppConfiguration: Sendable, Equatable {
     var resolvedMetadataDirectory: String { metadataDirectory ?? FileManager.default.currentDirectoryPath }
 
     /// The engine's configuration of an app.
-    func engine(appId: String) -> AtollSync.AppConfiguration {
-        AtollSync.AppConfiguration(appId: appId, baseURL: resolvedBaseURL, metadataDirectory: resolvedMetadataDirectory,
+    func engine(appId: String) -> AtollSync.ClientAppConfiguration {
+        AtollSync.ClientAppConfiguration(appId: appId, baseURL: resolvedBaseURL, metadataDirectory: resolvedMetadataDirectory,
                                    requestTimeout: defaultRequestTimeout, connectTimeout: syncTimeouts.connectTimeout)
     }
 }
@@ -87,7 +87,7 @@ public enum Credentials: Sendable, Hashable {
     /// A JSON Web Token signed with the key the server's app is configured with.
     case jwt(token: String)
 
-    var engine: AtollSync.Credentials {
+    var engine: AtollSync.ClientCredentials {
         switch self {
         case .anonymous: return .anonymous
         case let .emailPassword(email, password): return .emailPassword(email: email, password: password)
@@ -104,7 +104,7 @@ public enum Credentials: Sendable, Hashable {
 final class AppCore: @unchecked Sendable {
     let id: String
     let configuration: AppConfiguration
-    let engine: AtollSync.App
+    let engine: AtollSync.ClientApp
     private let lock = NSLock()
     /// Weak: a user holds its core, not the other way round.
     private var users: [String: WeakUser] = [:]
@@ -117,7 +117,7 @@ final class AppCore: @unchecked Sendable {
     private init(id: String, configuration: AppConfiguration) throws {
         self.id = id
         self.configuration = configuration
-        engine = try AtollSync.App(configuration: configuration.engine(appId: id))
+        engine = try AtollSync.ClientApp(configuration: configuration.engine(appId: id))
     }
 
     private static let cacheLock = NSLock()
@@ -139,7 +139,7 @@ final class AppCore: @unchecked Sendable {
     }
 
     /// The wrapper of an engine user (the same one while it lives).
-    func user(_ engineUser: AtollSync.User) -> User {
+    func user(_ engineUser: AtollSync.ClientUser) -> User {
         lock.withLock {
             if let known = users[engineUser.id]?.user, known.engine === engineUser { return known }
             let user = User(engine: engineUser, core: self)
@@ -289,12 +289,12 @@ public struct SyncManager: Sendable {
 /// `flexibleSyncConfiguration(...)` and `configuration(partitionValue:)`.
 public final class User: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// Whether the user is logged in, logged out (its data stays), or removed.
-    public typealias State = AtollSync.User.State
+    public typealias State = AtollSync.ClientUser.State
 
-    let engine: AtollSync.User
+    let engine: AtollSync.ClientUser
     let core: AppCore
 
-    init(engine: AtollSync.User, core: AppCore) {
+    init(engine: AtollSync.ClientUser, core: AppCore) {
         self.engine = engine
         self.core = core
     }
