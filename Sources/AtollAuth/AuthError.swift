@@ -1,6 +1,7 @@
 import AtollJSON
 import AtollNet
 import AtollStore
+import Foundation
 
 /// A failure of the app API: what went wrong (`kind`) and a message that names it.
 ///
@@ -115,4 +116,9 @@ public struct AuthError: Error, Sendable, Hashable, CustomStringConvertible {
     static func wrap(_ error: Error) -> AuthError {
         error as? AuthError ?? AuthError(.internal, "\(error)")
     }
+}
+
+extension AuthError: LocalizedError {
+    /// The message, as `localizedDescription` gives it (Foundation's default names only the type).
+    public var errorDescription: String? { description }
 }

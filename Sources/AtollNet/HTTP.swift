@@ -231,3 +231,8 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
     }
     public var description: String { "HTTP \(status.code): \(message)" }
 }
+
+extension HTTPError: LocalizedError {
+    /// The message, as `localizedDescription` gives it (Foundation's default names only the type).
+    public var errorDescription: String? { description }
+}

@@ -215,3 +215,8 @@ final class PlainTransport: Transport {
 func nulTerminated(_ buffer: [CChar]) -> String {
     String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
+
+extension NetError: LocalizedError {
+    /// The message, as `localizedDescription` gives it (Foundation's default names only the type).
+    public var errorDescription: String? { description }
+}

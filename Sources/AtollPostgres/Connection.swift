@@ -149,3 +149,8 @@ public final class PostgresConnection: @unchecked Sendable {
         return parts.string ?? url
     }
 }
+
+extension PostgresError: LocalizedError {
+    /// The message, as `localizedDescription` gives it (Foundation's default names only the type).
+    public var errorDescription: String? { description }
+}

@@ -1,4 +1,5 @@
 import AtollStore
+import Foundation
 
 /// The protocol's error codes (docs/protocol.md, "Errors"): Realm's `SyncError` codes where
 /// they apply, with the action a client should take.
@@ -132,4 +133,9 @@ public struct SyncErrorMessage: Hashable, Sendable, Error, CustomStringConvertib
                                      reason: (try? c.string("reason")) ?? "")
         }
     }
+}
+
+extension SyncErrorMessage: LocalizedError {
+    /// The message, as `localizedDescription` gives it (Foundation's default names only the type).
+    public var errorDescription: String? { description }
 }

@@ -1,5 +1,6 @@
 import AtollJSON
 import AtollStore
+import Foundation
 
 /// Why a message could not be read: the protocol's `badMessage`.
 public struct ProtocolError: Error, Sendable, CustomStringConvertible {
@@ -496,4 +497,9 @@ public enum Wire {
         do { value = try EJSON.parse(text) } catch { throw ProtocolError("a message that is not JSON: \(error)") }
         return try Fields(value, "message")
     }
+}
+
+extension ProtocolError: LocalizedError {
+    /// The message, as `localizedDescription` gives it (Foundation's default names only the type).
+    public var errorDescription: String? { description }
 }

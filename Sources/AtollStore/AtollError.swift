@@ -1,3 +1,5 @@
+import Foundation
+
 /// An error from the store: a stable code, a message that names the problem, and, for errors
 /// that come from SQLite, the SQL that failed.
 ///
@@ -64,4 +66,9 @@ public struct AtollError: Error, CustomStringConvertible, Sendable, Hashable {
         copy.message = "\(context): \(message)"
         return copy
     }
+}
+
+extension AtollError: LocalizedError {
+    /// The message, as `localizedDescription` gives it (Foundation's default names only the type).
+    public var errorDescription: String? { description }
 }

@@ -450,3 +450,8 @@ public final class ClientUser: @unchecked Sendable, Hashable {
         }
     }
 }
+
+extension SyncError: LocalizedError {
+    /// The message, as `localizedDescription` gives it (Foundation's default names only the type).
+    public var errorDescription: String? { description }
+}
