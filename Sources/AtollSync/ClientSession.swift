@@ -162,7 +162,12 @@ public final class ClientSession: @unchecked Sendable {
         try setUpSubscriptions()
         // A version the file completed in an earlier session is complete now: the server resumes
         // such a file from its cursor and sends no second `queryComplete` for it.
-        let completed = try store.withMetadata { sql in try ClientTables.newestCompleteSubscriptionVersion(sql) }
+        var completed = try store.withMetadata { sql in try ClientTables.newestCompleteSubscriptionVersion(sql) }
+        // A partition file has one set of its own, version 0, that the device does not store:
+        // once it was bootstrapped, it is complete in every later session too.
+        if case .partition = configuration.mode, try store.withMetadata({ sql in try ClientTables.int(sql, "downloadedOnce") }) == 1 {
+            completed = max(completed, 0)
+        }
         lock.withLock { completedQueryVersion = max(completedQueryVersion, completed) }
     }
 

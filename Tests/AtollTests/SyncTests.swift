@@ -274,6 +274,35 @@ final class SyncTests: XCTestCase {
     {"apps": [{"id": "tasks", "developmentMode": true, "sync": {"mode": "partition", "partitionKey": "owner_id"}}]}
     """
 
+    func testAPartitionRealmOpensAgainWaitingForTheServer() async throws {
+        try await withServer(config: Self.partitionApp) { f in
+            let app = f.app("device", id: "tasks")
+            let user = try await app.login(credentials: .anonymous)
+            var config = user.configuration(partitionValue: user.id)
+            config.objectTypes = [Todo.self]
+            // The server holds the partition's data before this file first opens, so that the
+            // file's cursor is past 0 afterwards: the next open resumes rather than bootstraps.
+            var writer = config
+            writer.fileURL = f.directory.appendingPathComponent("writer.realm")
+            do {
+                let realm = try await Realm(configuration: writer, downloadBeforeOpen: .always)
+                try realm.write { realm.add(Todo("first", owner: user.id, priority: 1)) }
+                try await XCTUnwrap(realm.syncSession).wait(for: .upload)
+            }
+            do {
+                let realm = try await Realm(configuration: config, downloadBeforeOpen: .always)
+                XCTAssertEqual(names(realm.objects(Todo.self)), ["first"])
+            }
+            // Opened again, as an app does at its next launch: it waits for the server, which
+            // has nothing new, and opens. (It used to wait for a subscription set that a
+            // partition file never stores as complete, and time out.)
+            let started = Date()
+            let again = try await Realm(configuration: config, downloadBeforeOpen: .always)
+            XCTAssertEqual(names(again.objects(Todo.self)), ["first"])
+            XCTAssertLessThan(Date().timeIntervalSince(started), 5, "opened once the server answered, not after a timeout")
+        }
+    }
+
     func testPartitionSyncConfiguration() async throws {
         try await withServer(config: Self.partitionApp) { f in
             let app = f.app("device", id: "tasks")

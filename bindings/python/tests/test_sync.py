@@ -461,6 +461,20 @@ def test_partition_sync_with_owner_partitions(rules_server: Server, tmp_path: Pa
                            partition_value=ann.id, download_before_open="always",
                            timeout=10) as again:
         assert ids(again) == ["a1"]
+    # Opened again in a new process (an app's next launch): the file resumes from its cursor,
+    # and waiting for the server ends when it has answered, not at the timeout (a partition
+    # file's set was once never complete after a resume).
+    script = f"""
+import time, atoll
+app = atoll.App("parts", {rules_server.url!r}, metadata_dir={str(tmp_path / "meta-ann")!r})
+user = app.current_user
+started = time.monotonic()
+with atoll.open_synced(user, {str(tmp_path / "ann-2.realm")!r}, schema={SCHEMA!r}, mode="partition",
+                       partition_value=user.id, download_before_open="always", timeout=10) as realm:
+    print(sorted(t["_id"] for t in realm.objects("Task")), round(time.monotonic() - started, 1) < 5)
+"""
+    reopened = run_python(script)
+    assert reopened.stdout.strip() == "['a1'] True", reopened.stderr
 
 
 # MARK: - Opening
