@@ -85,6 +85,8 @@ public final class Store: @unchecked Sendable {
     /// Set while a write transaction is open.
     var write: WriteState?
     var busy: BusyBox?
+    /// Queries compiled and counted on the data as it is (see `QueryCache`).
+    var queryCache = QueryCache()
     /// Row counts per class, valid while `dataStamp` is unchanged (used by the query planner).
     var rowCounts: [String: Int] = [:]
     var rowCountStamp: Int64 = -1

@@ -53,14 +53,23 @@ public final class Results: @unchecked Sendable {
         }
     }
 
-    /// How many objects match now.
+    /// How many objects match now. The same count on unchanged data (by these results or
+    /// others of the same query) is not run again (`QueryCache`).
     public func count() throws -> Int {
         try read { conn in
-            let s = try conn.statement(countSQL)
+            let sql = countSQL
+            let key = store.write == nil ? QueryCache.CountKey(sql: sql, parameters: compiled.parameters) : nil
+            if let key {
+                store.queryCache.validate(try store.dataStamp(conn))
+                if let n = store.queryCache.count(key) { return n }
+            }
+            let s = try conn.statement(sql)
             defer { s.reset() }
             s.bind(compiled.parameters)
             _ = try s.step()
-            return Int(s.int64(0))
+            let n = Int(s.int64(0))
+            if let key { store.queryCache.remember(key, count: n) }
+            return n
         }
     }
 
@@ -238,28 +247,39 @@ extension Store {
     private func objects(_ className: String, where query: String, _ arguments: [Value], access: ReadAccess?,
                          maxLinkDepth: Int? = nil) throws -> Results {
         try locked { conn in
+            // A query of the store's own (no reader's access) on unchanged data was compiled
+            // before: the same text and arguments compile the same (`QueryCache`).
+            let key = access == nil && write == nil
+                ? QueryCache.QueryKey(className: className, query: query, arguments: arguments, maxLinkDepth: maxLinkDepth) : nil
+            if let key {
+                queryCache.validate(try dataStamp(conn))
+                if let known = queryCache.query(key) { return Results(store: self, info: known.info, compiled: known.compiled) }
+            }
             let info = try classInfo(className)
             let parsed = try Parser.parse(query)
             let compiled = try QueryCompiler(store: self, conn: conn, root: info, arguments: arguments, access: access,
                                              maxLinkDepth: maxLinkDepth).compile(parsed)
             let results = Results(store: self, info: info, compiled: compiled)
             try results.checkPreparable(conn)
+            if let key { queryCache.remember(key, info, compiled) }
             return results
         }
     }
 
-    /// Identifies a state of the data: another connection's commit changes `dataVersion`, a
-    /// write through this store changes `writes`.
+    /// Identifies a state of the data as this store reads it: another connection's commit
+    /// changes `dataVersion`, a write through this store changes `writes`, a new snapshot of a
+    /// store that reads from one (its refresh) changes `snapshots`.
     struct DataStamp: Equatable {
         var dataVersion: Int64
         var writes: Int
+        var snapshots: Int
     }
 
     func dataStamp(_ conn: Connection) throws -> DataStamp {
         let v = try conn.statement("PRAGMA data_version")
         _ = try v.step()
         defer { v.reset() }
-        return DataStamp(dataVersion: v.int64(0), writes: writeCount)
+        return DataStamp(dataVersion: v.int64(0), writes: writeCount, snapshots: snapshotCount)
     }
 
     /// The number of rows of a class, cached until this or another connection commits.
