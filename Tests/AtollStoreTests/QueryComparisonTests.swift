@@ -5,6 +5,18 @@ import XCTest
 /// Comparison operators on every ordered type, nulls, logic, strings, IN, BETWEEN, constants and
 /// arguments, over the fixture of `QueryFixture`.
 final class QueryComparisonTests: QueryTestCase {
+    /// A parenthesis may open an operand as well as a group of predicates.
+    func testAParenthesisedOperandComesFirst() {
+        check("(age + 1) * 2 == 62", [1, 9])
+        check("(age) > 55", [8])
+        check("((age + 1) * 2 == 62 AND name == 'Alice')", [1])
+        check("(age + 1 == 31) OR id == 3", [1, 3, 9])
+        check("(age - 20) * (age - 20) < 5", [5, 7, 17])
+        check("NOT (age + 1) * 2 == 62 AND age != nil", all(except: [1, 9, 19, 20]))
+        assertAtollError(try store.objects("Person", where: "(age + 1"), .querySyntax, "expected")
+        assertAtollError(try store.objects("Person", where: "(age == 1) * 2 == 3"), .querySyntax)
+    }
+
     func testInt() {
         check("age == 30", [1, 9])
         check("age = 30", [1, 9])

@@ -224,14 +224,36 @@ struct Parser {
     }
 
     private mutating func primary() throws -> Predicate {
-        if accept("(") {
-            let p = try nest { try $0.or() }
-            try expect(")")
-            return p
+        if case .punct("(") = current.kind {
+            // A parenthesis opens a group of predicates, or an operand: `(age + 1) * 2 == 10`.
+            // The group is tried first; when it fails, or is followed by an operator that only an
+            // operand can have, the same tokens are read as a comparison. Its error is reported
+            // when neither reading works.
+            let start = self
+            let group: Result<Predicate, Error> = Result {
+                i += 1
+                let p = try nest { try $0.or() }
+                try expect(")")
+                return p
+            }
+            if case .success(let p) = group, !Self.operandFollows(current.kind) { return p }
+            let afterGroup = self
+            self = start
+            do { return .comparison(try comparison()) } catch {
+                if case .failure(let groupError) = group { throw groupError }
+                self = afterGroup
+                throw error
+            }
         }
         if accept(keyword: "TRUEPREDICATE") { return .constant(true) }
         if accept(keyword: "FALSEPREDICATE") { return .constant(false) }
         return .comparison(try comparison())
+    }
+
+    /// Whether a token after a parenthesised group makes the group an operand.
+    private static func operandFollows(_ kind: Token.Kind) -> Bool {
+        guard case .op(let o) = kind else { return false }
+        return ["+", "-", "*", "/", "==", "=", "!=", "<>", "<", "<=", "=<", ">", ">=", "=>"].contains(o)
     }
 
     private mutating func comparison() throws -> Comparison {
