@@ -110,6 +110,24 @@ final class QueryCacheTests: XCTestCase {
         XCTAssertEqual(try a.objects("Item").count(), 1)
     }
 
+    /// Swift's strings are equal when they are canonically equivalent; SQLite's, and a query's,
+    /// only when their bytes are. A query remembered for one must not answer for the other.
+    func testCanonicallyEquivalentTextsAreDifferentQueries() throws {
+        let store = try Store(Configuration(path: temporaryRealmPath(), schema: schema))
+        defer { store.close() }
+        let composed = "\u{E9}cole", decomposed = "e\u{301}cole"
+        XCTAssertEqual(composed, decomposed, "Swift calls them equal")
+        try store.write { _ = try store.create("Item", ["id": .int(1), "age": .int(1), "tag": .string(composed)]) }
+        for _ in 0..<2 {
+            XCTAssertEqual(try store.objects("Item", where: "tag == '\(composed)'").count(), 1)
+            XCTAssertEqual(try store.objects("Item", where: "tag == '\(decomposed)'").count(), 0)
+            XCTAssertEqual(try store.objects("Item", where: "tag == $0", [.string(composed)]).count(), 1)
+            XCTAssertEqual(try store.objects("Item", where: "tag == $0", [.string(decomposed)]).count(), 0)
+            XCTAssertEqual(try store.objects("Item", where: "tag IN $0", [.list([.string(decomposed)])]).count(), 0)
+            XCTAssertEqual(try store.objects("Item", where: "tag IN $0", [.list([.string(composed)])]).count(), 1)
+        }
+    }
+
     func testTheSameTextWithOtherArgumentsIsAnotherQuery() throws {
         let store = try Store(Configuration(path: temporaryRealmPath(), schema: schema))
         defer { store.close() }

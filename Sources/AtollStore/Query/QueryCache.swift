@@ -9,16 +9,31 @@
 /// Only reads outside write transactions use it: inside one, statements other than the store's
 /// write operations may change rows (a sync client's applier), and each read counts afresh.
 struct QueryCache {
+    /// Keys compare their text by its bytes (`Exact`): Swift's string equality is canonical
+    /// equivalence (a precomposed "é" equals "e" and a combining accent), while SQLite, and so a
+    /// query, tells them apart.
     struct QueryKey: Hashable {
-        var className: String
-        var query: String
-        var arguments: [Value]
+        var className: Exact<String>
+        var query: Exact<String>
+        var arguments: [Exact<Value>]
         var maxLinkDepth: Int?
+
+        init(className: String, query: String, arguments: [Value], maxLinkDepth: Int?) {
+            self.className = Exact(className)
+            self.query = Exact(query)
+            self.arguments = arguments.map(Exact.init)
+            self.maxLinkDepth = maxLinkDepth
+        }
     }
 
     struct CountKey: Hashable {
-        var sql: String
-        var parameters: [SQLValue]
+        var sql: Exact<String>
+        var parameters: [Exact<SQLValue>]
+
+        init(sql: String, parameters: [SQLValue]) {
+            self.sql = Exact(sql)
+            self.parameters = parameters.map(Exact.init)
+        }
     }
 
     /// At most this many of each are kept; past it, they are forgotten and remembered anew.
@@ -59,5 +74,78 @@ struct QueryCache {
     mutating func remember(_ key: CountKey, count: Int) {
         if counts.count >= Self.capacity { counts = [:] }
         counts[key] = count
+    }
+}
+
+/// A value compared and hashed with the text in it taken byte for byte.
+struct Exact<T>: Hashable where T: ExactlyComparable {
+    let value: T
+    init(_ value: T) { self.value = value }
+    static func == (a: Exact, b: Exact) -> Bool { a.value.exactlyEquals(b.value) }
+    func hash(into hasher: inout Hasher) { value.hashExactly(into: &hasher) }
+}
+
+protocol ExactlyComparable {
+    func exactlyEquals(_ other: Self) -> Bool
+    func hashExactly(into hasher: inout Hasher)
+}
+
+extension String: ExactlyComparable {
+    func exactlyEquals(_ other: String) -> Bool { utf8.elementsEqual(other.utf8) }
+    func hashExactly(into hasher: inout Hasher) {
+        var copy = self
+        copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+}
+
+extension SQLValue: ExactlyComparable {
+    func exactlyEquals(_ other: SQLValue) -> Bool {
+        if case .text(let a) = self, case .text(let b) = other { return a.exactlyEquals(b) }
+        return self == other
+    }
+
+    func hashExactly(into hasher: inout Hasher) {
+        if case .text(let t) = self {
+            hasher.combine(3)
+            t.hashExactly(into: &hasher)
+        } else {
+            hasher.combine(self)
+        }
+    }
+}
+
+extension Value: ExactlyComparable {
+    func exactlyEquals(_ other: Value) -> Bool {
+        switch (self, other) {
+        case (.string(let a), .string(let b)): return a.exactlyEquals(b)
+        case (.list(let a), .list(let b)): return a.count == b.count && zip(a, b).allSatisfy { $0.exactlyEquals($1) }
+        case (.object(let a), .object(let b)):
+            return a.count == b.count && zip(a, b).allSatisfy { $0.0.exactlyEquals($1.0) && $0.1.exactlyEquals($1.1) }
+        case (.link(let a), .link(let b)): return a.className.exactlyEquals(b.className) && a.primaryKey.exactlyEquals(b.primaryKey)
+        default: return self == other
+        }
+    }
+
+    func hashExactly(into hasher: inout Hasher) {
+        switch self {
+        case .string(let s):
+            hasher.combine(1)
+            s.hashExactly(into: &hasher)
+        case .list(let items):
+            hasher.combine(2)
+            for item in items { item.hashExactly(into: &hasher) }
+        case .object(let d):
+            hasher.combine(3)
+            for (k, v) in d {
+                k.hashExactly(into: &hasher)
+                v.hashExactly(into: &hasher)
+            }
+        case .link(let l):
+            hasher.combine(4)
+            l.className.hashExactly(into: &hasher)
+            l.primaryKey.hashExactly(into: &hasher)
+        default:
+            hasher.combine(self)
+        }
     }
 }
