@@ -17,6 +17,16 @@ final class QueryComparisonTests: QueryTestCase {
         assertAtollError(try store.objects("Person", where: "(age == 1) * 2 == 3"), .querySyntax)
     }
 
+    /// The lexer reads Unicode scalars: a string may begin with a combining mark (as one
+    /// character the quote and the mark would be one, and the string would never open).
+    func testAStringMayBeginWithACombiningMark() {
+        check("name == '\u{301}'", [])
+        check("name == \"\u{301}a\" OR id == 2", [2])
+        check("name == 'e\u{301}cole'", [])               // the fixture's "école" is precomposed
+        check("name == '\u{E9}cole'", [7])
+        check("name BEGINSWITH '\u{301}'", [])
+    }
+
     func testInt() {
         check("age == 30", [1, 9])
         check("age = 30", [1, 9])

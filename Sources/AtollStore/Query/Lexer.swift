@@ -28,7 +28,9 @@ struct Lexer {
     private let chars: [Character]
     private var i = 0
 
-    init(_ text: String) { chars = Array(text) }
+    /// Reads the text a Unicode scalar at a time: as characters, a quote followed by a combining
+    /// mark (`'\u{301}'`) would be one character, and the string would never open.
+    init(_ text: String) { chars = text.unicodeScalars.map(Character.init) }
 
     /// Whether the previous token was a comparison operator (after which `[c]` is a modifier).
     private var afterOperator = false
@@ -76,7 +78,7 @@ struct Lexer {
             i += 1
             if let d = peek(), d.isLetter || d == "_" {
                 var name = ""
-                while let d = peek(), d.isLetter || d.isNumber || d == "_" { name.append(d); i += 1 }
+                while let d = peek(), d.isNameCharacter { name.append(d); i += 1 }
                 return token(.variable(name))
             }
             var digits = ""
@@ -87,7 +89,7 @@ struct Lexer {
         if c == "@" {
             i += 1
             var name = ""
-            while let d = peek(), d.isLetter || d.isNumber || d == "_" { name.append(d); i += 1 }
+            while let d = peek(), d.isNameCharacter { name.append(d); i += 1 }
             guard !name.isEmpty else { throw error("expected a name after '@'", at: start) }
             return token(.atKeyword(name.lowercased()))
         }
@@ -103,7 +105,7 @@ struct Lexer {
         if c.isLetter || c == "_" {
             if c == "T", let n = peek(1), n.isNumber || n == "-", let ts = try epochLiteral() { return token(.timestamp(ts)) }
             var name = ""
-            while let d = peek(), d.isLetter || d.isNumber || d == "_" || d == "$" { name.append(d); i += 1 }
+            while let d = peek(), d.isNameCharacter || d == "$" { name.append(d); i += 1 }
             if ["oid", "uuid"].contains(name.lowercased()), peek() == "(" {
                 i += 1
                 var body = ""
@@ -266,5 +268,18 @@ struct Lexer {
         guard !overflow, !overflow2 else { throw error("timestamp 'T\(text)' is out of range", at: i) }
         i = j
         return Timestamp(milliseconds: total)
+    }
+}
+
+extension Character {
+    /// A letter, digit, `_`, or a combining mark (of a decomposed accented letter: the lexer
+    /// reads one Unicode scalar at a time).
+    fileprivate var isNameCharacter: Bool {
+        if isLetter || isNumber || self == "_" { return true }
+        guard let scalar = unicodeScalars.first else { return false }
+        switch scalar.properties.generalCategory {
+        case .nonspacingMark, .spacingMark, .enclosingMark: return true
+        default: return false
+        }
     }
 }
