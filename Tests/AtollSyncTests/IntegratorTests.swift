@@ -66,6 +66,23 @@ final class IntegratorTests: XCTestCase {
 
     // MARK: - Objects
 
+    /// Two primary keys whose strings are canonically equivalent but not the same bytes (a
+    /// precomposed "é", and "e" with a combining accent) are two objects, in SQLite and in
+    /// Realm: the integration keeps their states apart.
+    func testCanonicallyEquivalentKeysAreTwoObjects() throws {
+        let store = try makeStore()
+        let composed = Value.string("caf\u{E9}"), decomposed = Value.string("cafe\u{301}")
+        try integrate(store, clock(1, 1), [ins(.create, key: composed), ins(.set, ["name"], .string("one"), key: composed),
+                                           ins(.create, key: decomposed), ins(.set, ["name"], .string("two"), key: decomposed)])
+        try integrate(store, clock(2, 2), [ins(.set, ["count"], .int(7), key: decomposed)])
+        XCTAssertEqual(try store.object("Task", primaryKey: composed)?["name"], .string("one"))
+        XCTAssertEqual(try store.object("Task", primaryKey: composed)?["count"], .int(0))
+        XCTAssertEqual(try store.object("Task", primaryKey: decomposed)?["name"], .string("two"))
+        XCTAssertEqual(try store.object("Task", primaryKey: decomposed)?["count"], .int(7))
+        XCTAssertNotEqual(composed, decomposed)
+        XCTAssertEqual(Set([composed, decomposed, composed]).count, 2)
+    }
+
     func testCreateMergesAndEraseWins() throws {
         let store = try makeStore()
         let first = try integrate(store, clock(10), [ins(.create), ins(.set, ["name"], .string("A"))])

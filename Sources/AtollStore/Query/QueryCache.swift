@@ -15,13 +15,14 @@ struct QueryCache {
     struct QueryKey: Hashable {
         var className: Exact<String>
         var query: Exact<String>
-        var arguments: [Exact<Value>]
+        /// (`Value`'s own equality takes strings byte for byte.)
+        var arguments: [Value]
         var maxLinkDepth: Int?
 
         init(className: String, query: String, arguments: [Value], maxLinkDepth: Int?) {
             self.className = Exact(className)
             self.query = Exact(query)
-            self.arguments = arguments.map(Exact.init)
+            self.arguments = arguments
             self.maxLinkDepth = maxLinkDepth
         }
     }
@@ -109,42 +110,6 @@ extension SQLValue: ExactlyComparable {
             hasher.combine(3)
             t.hashExactly(into: &hasher)
         } else {
-            hasher.combine(self)
-        }
-    }
-}
-
-extension Value: ExactlyComparable {
-    func exactlyEquals(_ other: Value) -> Bool {
-        switch (self, other) {
-        case (.string(let a), .string(let b)): return a.exactlyEquals(b)
-        case (.list(let a), .list(let b)): return a.count == b.count && zip(a, b).allSatisfy { $0.exactlyEquals($1) }
-        case (.object(let a), .object(let b)):
-            return a.count == b.count && zip(a, b).allSatisfy { $0.0.exactlyEquals($1.0) && $0.1.exactlyEquals($1.1) }
-        case (.link(let a), .link(let b)): return a.className.exactlyEquals(b.className) && a.primaryKey.exactlyEquals(b.primaryKey)
-        default: return self == other
-        }
-    }
-
-    func hashExactly(into hasher: inout Hasher) {
-        switch self {
-        case .string(let s):
-            hasher.combine(1)
-            s.hashExactly(into: &hasher)
-        case .list(let items):
-            hasher.combine(2)
-            for item in items { item.hashExactly(into: &hasher) }
-        case .object(let d):
-            hasher.combine(3)
-            for (k, v) in d {
-                k.hashExactly(into: &hasher)
-                v.hashExactly(into: &hasher)
-            }
-        case .link(let l):
-            hasher.combine(4)
-            l.className.hashExactly(into: &hasher)
-            l.primaryKey.hashExactly(into: &hasher)
-        default:
             hasher.combine(self)
         }
     }

@@ -27,6 +27,65 @@ public enum Value: Hashable, Sendable {
 
     public var isNull: Bool { if case .null = self { return true } else { return false } }
 
+    /// Equal values: strings when their bytes are (SQLite's equality, and Realm's), not when
+    /// they are merely canonically equivalent as Swift's `String ==` has it (a precomposed "é"
+    /// and "e" with a combining accent are two primary keys, two objects); every other kind as
+    /// its type compares.
+    public static func == (a: Value, b: Value) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.int(let x), .int(let y)): return x == y
+        case (.float(let x), .float(let y)): return x == y
+        case (.double(let x), .double(let y)): return x == y
+        case (.string(let x), .string(let y)): return sameBytes(x, y)
+        case (.data(let x), .data(let y)): return x == y
+        case (.date(let x), .date(let y)): return x == y
+        case (.objectId(let x), .objectId(let y)): return x == y
+        case (.uuid(let x), .uuid(let y)): return x == y
+        case (.decimal(let x), .decimal(let y)): return x == y
+        case (.link(let x), .link(let y)): return x == y
+        case (.list(let x), .list(let y)): return x == y
+        case (.object(let x), .object(let y)): return x == y
+        default: return false
+        }
+    }
+
+    /// Whether two strings have the same UTF-8 bytes.
+    static func sameBytes(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                guard x.count == y.count else { return false }
+                guard let p = x.baseAddress, let q = y.baseAddress else { return true }
+                return memcmp(p, q, x.count) == 0
+            }
+        }
+    }
+
+    /// Hashes as `==` compares: a string by its bytes.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let x): hasher.combine(1); hasher.combine(x)
+        case .int(let x): hasher.combine(2); hasher.combine(x)
+        case .float(let x): hasher.combine(3); hasher.combine(x)
+        case .double(let x): hasher.combine(4); hasher.combine(x)
+        case .string(let x):
+            hasher.combine(5)
+            var bytes = x
+            bytes.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        case .data(let x): hasher.combine(6); hasher.combine(x)
+        case .date(let x): hasher.combine(7); hasher.combine(x)
+        case .objectId(let x): hasher.combine(8); hasher.combine(x)
+        case .uuid(let x): hasher.combine(9); hasher.combine(x)
+        case .decimal(let x): hasher.combine(10); hasher.combine(x)
+        case .link(let x): hasher.combine(11); hasher.combine(x)
+        case .list(let x): hasher.combine(12); hasher.combine(x)
+        case .object(let x): hasher.combine(13); hasher.combine(x)
+        }
+    }
+
     /// Whether this is a single value: not a link, list or object.
     public var isScalar: Bool {
         switch self {
