@@ -274,12 +274,19 @@ final class SyncTests: XCTestCase {
     {"apps": [{"id": "tasks", "developmentMode": true, "sync": {"mode": "partition", "partitionKey": "owner_id"}}]}
     """
 
-    func testAPartitionRealmOpensAgainWaitingForTheServer() async throws {
+    /// A new anonymous user of the partition app on a server started for the test, and the
+    /// configuration of its own partition's realm.
+    private func withPartitionUser(_ body: (SyncFixture, User, Realm.Configuration) async throws -> Void) async throws {
         try await withServer(config: Self.partitionApp) { f in
-            let app = f.app("device", id: "tasks")
-            let user = try await app.login(credentials: .anonymous)
+            let user = try await f.app("device", id: "tasks").login(credentials: .anonymous)
             var config = user.configuration(partitionValue: user.id)
             config.objectTypes = [Todo.self]
+            try await body(f, user, config)
+        }
+    }
+
+    func testAPartitionRealmOpensAgainWaitingForTheServer() async throws {
+        try await withPartitionUser { f, user, config in
             // The server holds the partition's data before this file first opens, so that the
             // file's cursor is past 0 afterwards: the next open resumes rather than bootstraps.
             var writer = config
@@ -304,11 +311,7 @@ final class SyncTests: XCTestCase {
     }
 
     func testPartitionSyncConfiguration() async throws {
-        try await withServer(config: Self.partitionApp) { f in
-            let app = f.app("device", id: "tasks")
-            let user = try await app.login(credentials: .anonymous)
-            var config = user.configuration(partitionValue: user.id)
-            config.objectTypes = [Todo.self]
+        try await withPartitionUser { f, user, config in
             XCTAssertEqual(config.syncConfiguration?.partitionValue, .string(user.id))
             XCTAssertEqual(config.syncConfiguration?.enableFlexibleSync, false)
 
