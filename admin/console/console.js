@@ -158,25 +158,15 @@ function typeText(t) {
   return (t.type === "object" ? t.objectType : t.type) + (t.optional ? "?" : "");
 }
 
-async function saveRules() {
-  let rules;
-  try { rules = JSON.parse($("rules-text").value); } catch (e) { message("rules-message", "Not JSON: " + e.message, "error"); return; }
+// Saves the JSON of the editor `name` ("rules", "auth") to the app's `/name`.
+async function saveJSON(name, saved) {
+  let body;
+  try { body = JSON.parse($(name + "-text").value); } catch (e) { message(name + "-message", "Not JSON: " + e.message, "error"); return; }
   try {
-    await api("PUT", appPath("/rules"), rules);
-    message("rules-message", "Rules saved and in force.", "ok");
+    await api("PUT", appPath("/" + name), body);
+    message(name + "-message", saved, "ok");
   } catch (e) {
-    message("rules-message", "Refused: " + e.message, "error");
-  }
-}
-
-async function saveAuth() {
-  let auth;
-  try { auth = JSON.parse($("auth-text").value); } catch (e) { message("auth-message", "Not JSON: " + e.message, "error"); return; }
-  try {
-    await api("PUT", appPath("/auth"), auth);
-    message("auth-message", "Saved and in force.", "ok");
-  } catch (e) {
-    message("auth-message", "Refused: " + e.message, "error");
+    message(name + "-message", "Refused: " + e.message, "error");
   }
 }
 
@@ -387,8 +377,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("sign-out").onclick = () => signOut("");
   for (const button of document.querySelectorAll("nav button")) button.onclick = () => showView(button.dataset.view);
   $("app-select").onchange = () => { state.app = $("app-select").value; showView(state.view); };
-  $("rules-save").onclick = saveRules;
-  $("auth-save").onclick = saveAuth;
+  $("rules-save").onclick = () => saveJSON("rules", "Rules saved and in force.");
+  $("auth-save").onclick = () => saveJSON("auth", "Saved and in force.");
   $("user-search-form").onsubmit = (e) => { e.preventDefault(); run(renderUsers); };
   $("query-form").onsubmit = (e) => { e.preventDefault(); runQuery(0); };
   $("query-class").onchange = () => { $("query-text").value = ""; runQuery(0); };
