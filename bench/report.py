@@ -362,7 +362,7 @@ def main_tables(n, runs, samples, checks, status, headers, med):
     print("Cells: median wall time, then throughput relative to the reference (ref time / time;"
           " >1 is faster).")
     print("Reference: raw C; for Python W1, python sqlite3; for typed I1, Swift's (the dynamic API's) I1."
-          " OK/MISS: the issue's target for that cell.")
+          " OK/MISS: the project's target for that cell.")
     print()
     header = ["workload"] + [title for _, title in CONTENDERS] + ["target"]
     rows, misses = [], []
