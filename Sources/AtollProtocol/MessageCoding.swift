@@ -62,7 +62,7 @@ extension Wire {
         var text = encode(document)
         // jansson writes an object compactly: its text ends with the closing brace.
         if text.last == "}" { text.removeLast() }
-        text += (text.count > 1 ? "," : "") + "\"" + key + "\":["
+        text += (text.utf8.count > 1 ? "," : "") + "\"" + key + "\":["
         text += elements.joined(separator: ",")
         text += "]}"
         return text

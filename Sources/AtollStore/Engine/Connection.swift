@@ -257,13 +257,34 @@ final class Statement {
     }
 }
 
-/// A value as SQLite stores it.
+/// A value as SQLite stores it; text equals as SQLite compares it, byte for byte (`ExactText`).
 enum SQLValue: Hashable {
     case null
     case integer(Int64)
     case real(Double)
     case text(String)
     case blob([UInt8])
+
+    static func == (a: SQLValue, b: SQLValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.integer(let x), .integer(let y)): return x == y
+        case (.real(let x), .real(let y)): return x == y
+        case (.text(let x), .text(let y)): return ExactText.same(x, y)
+        case (.blob(let x), .blob(let y)): return x == y
+        default: return false
+        }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .integer(let x): hasher.combine(1); hasher.combine(x)
+        case .real(let x): hasher.combine(2); hasher.combine(x)
+        case .text(let x): hasher.combine(3); ExactText.hash(x, into: &hasher)
+        case .blob(let x): hasher.combine(4); hasher.combine(x)
+        }
+    }
 }
 
 /// Quotes an identifier for SQL (names are validated not to contain quotes, but quote anyway).

@@ -9,32 +9,19 @@
 /// Only reads outside write transactions use it: inside one, statements other than the store's
 /// write operations may change rows (a sync client's applier), and each read counts afresh.
 struct QueryCache {
-    /// Keys compare their text by its bytes (`Exact`): Swift's string equality is canonical
-    /// equivalence (a precomposed "é" equals "e" and a combining accent), while SQLite, and so a
-    /// query, tells them apart.
+    /// Keys compare their text by its bytes (`ExactText`, and `Value` and `SQLValue` likewise):
+    /// Swift's string equality is canonical equivalence, while SQLite, and so a query, tells a
+    /// precomposed "é" from "e" and a combining accent.
     struct QueryKey: Hashable {
-        var className: Exact<String>
-        var query: Exact<String>
-        /// (`Value`'s own equality takes strings byte for byte.)
+        var className: ExactText
+        var query: ExactText
         var arguments: [Value]
         var maxLinkDepth: Int?
-
-        init(className: String, query: String, arguments: [Value], maxLinkDepth: Int?) {
-            self.className = Exact(className)
-            self.query = Exact(query)
-            self.arguments = arguments
-            self.maxLinkDepth = maxLinkDepth
-        }
     }
 
     struct CountKey: Hashable {
-        var sql: Exact<String>
-        var parameters: [Exact<SQLValue>]
-
-        init(sql: String, parameters: [SQLValue]) {
-            self.sql = Exact(sql)
-            self.parameters = parameters.map(Exact.init)
-        }
+        var sql: ExactText
+        var parameters: [SQLValue]
     }
 
     /// At most this many of each are kept; past it, they are forgotten and remembered anew.
@@ -75,42 +62,5 @@ struct QueryCache {
     mutating func remember(_ key: CountKey, count: Int) {
         if counts.count >= Self.capacity { counts = [:] }
         counts[key] = count
-    }
-}
-
-/// A value compared and hashed with the text in it taken byte for byte.
-struct Exact<T>: Hashable where T: ExactlyComparable {
-    let value: T
-    init(_ value: T) { self.value = value }
-    static func == (a: Exact, b: Exact) -> Bool { a.value.exactlyEquals(b.value) }
-    func hash(into hasher: inout Hasher) { value.hashExactly(into: &hasher) }
-}
-
-protocol ExactlyComparable {
-    func exactlyEquals(_ other: Self) -> Bool
-    func hashExactly(into hasher: inout Hasher)
-}
-
-extension String: ExactlyComparable {
-    func exactlyEquals(_ other: String) -> Bool { utf8.elementsEqual(other.utf8) }
-    func hashExactly(into hasher: inout Hasher) {
-        var copy = self
-        copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-    }
-}
-
-extension SQLValue: ExactlyComparable {
-    func exactlyEquals(_ other: SQLValue) -> Bool {
-        if case .text(let a) = self, case .text(let b) = other { return a.exactlyEquals(b) }
-        return self == other
-    }
-
-    func hashExactly(into hasher: inout Hasher) {
-        if case .text(let t) = self {
-            hasher.combine(3)
-            t.hashExactly(into: &hasher)
-        } else {
-            hasher.combine(self)
-        }
     }
 }

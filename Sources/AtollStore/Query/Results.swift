@@ -58,7 +58,7 @@ public final class Results: @unchecked Sendable {
     public func count() throws -> Int {
         try read { conn in
             let sql = countSQL
-            let key = store.write == nil ? QueryCache.CountKey(sql: sql, parameters: compiled.parameters) : nil
+            let key = store.write == nil ? QueryCache.CountKey(sql: ExactText(sql), parameters: compiled.parameters) : nil
             if let key {
                 store.queryCache.validate(try store.dataStamp(conn))
                 if let n = store.queryCache.count(key) { return n }
@@ -250,7 +250,7 @@ extension Store {
             // A query of the store's own (no reader's access) on unchanged data was compiled
             // before: the same text and arguments compile the same (`QueryCache`).
             let key = access == nil && write == nil
-                ? QueryCache.QueryKey(className: className, query: query, arguments: arguments, maxLinkDepth: maxLinkDepth) : nil
+                ? QueryCache.QueryKey(className: ExactText(className), query: ExactText(query), arguments: arguments, maxLinkDepth: maxLinkDepth) : nil
             if let key {
                 queryCache.validate(try dataStamp(conn))
                 if let known = queryCache.query(key) { return Results(store: self, info: known.info, compiled: known.compiled) }

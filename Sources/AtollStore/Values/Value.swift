@@ -38,7 +38,7 @@ public enum Value: Hashable, Sendable {
         case (.int(let x), .int(let y)): return x == y
         case (.float(let x), .float(let y)): return x == y
         case (.double(let x), .double(let y)): return x == y
-        case (.string(let x), .string(let y)): return sameBytes(x, y)
+        case (.string(let x), .string(let y)): return ExactText.same(x, y)
         case (.data(let x), .data(let y)): return x == y
         case (.date(let x), .date(let y)): return x == y
         case (.objectId(let x), .objectId(let y)): return x == y
@@ -51,18 +51,6 @@ public enum Value: Hashable, Sendable {
         }
     }
 
-    /// Whether two strings have the same UTF-8 bytes.
-    static func sameBytes(_ a: String, _ b: String) -> Bool {
-        var a = a, b = b
-        return a.withUTF8 { x in
-            b.withUTF8 { y in
-                guard x.count == y.count else { return false }
-                guard let p = x.baseAddress, let q = y.baseAddress else { return true }
-                return memcmp(p, q, x.count) == 0
-            }
-        }
-    }
-
     /// Hashes as `==` compares: a string by its bytes.
     public func hash(into hasher: inout Hasher) {
         switch self {
@@ -71,10 +59,7 @@ public enum Value: Hashable, Sendable {
         case .int(let x): hasher.combine(2); hasher.combine(x)
         case .float(let x): hasher.combine(3); hasher.combine(x)
         case .double(let x): hasher.combine(4); hasher.combine(x)
-        case .string(let x):
-            hasher.combine(5)
-            var bytes = x
-            bytes.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        case .string(let x): hasher.combine(5); ExactText.hash(x, into: &hasher)
         case .data(let x): hasher.combine(6); hasher.combine(x)
         case .date(let x): hasher.combine(7); hasher.combine(x)
         case .objectId(let x): hasher.combine(8); hasher.combine(x)
@@ -252,5 +237,33 @@ extension Value {
     /// The case of an enum whose raw value this is, or nil.
     public func enumValue<E: RawRepresentable>(_ type: E.Type) -> E? where E.RawValue == Int {
         intValue.flatMap { Int(exactly: $0) }.flatMap(E.init(rawValue:))
+    }
+}
+
+/// Text that equals and hashes by its UTF-8 bytes, as SQLite compares it. Swift's `String ==` is
+/// canonical equivalence: a precomposed "é" equals "e" with a combining accent, which SQLite (and
+/// Realm) keep apart, as two primary keys, two dictionary keys, two queries.
+struct ExactText: Hashable {
+    let text: String
+    init(_ text: String) { self.text = text }
+
+    static func == (a: ExactText, b: ExactText) -> Bool { same(a.text, b.text) }
+    func hash(into hasher: inout Hasher) { Self.hash(text, into: &hasher) }
+
+    /// Whether two strings have the same UTF-8 bytes.
+    static func same(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                guard x.count == y.count else { return false }
+                guard let p = x.baseAddress, let q = y.baseAddress else { return true }
+                return memcmp(p, q, x.count) == 0
+            }
+        }
+    }
+
+    static func hash(_ text: String, into hasher: inout Hasher) {
+        var text = text
+        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }
