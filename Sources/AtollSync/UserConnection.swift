@@ -114,11 +114,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     func stop() {
         queue.async { [self] in
             stopped = true
-            generation += 1
-            connectingGeneration = nil
-            socket?.close(code: 1000, reason: "logged out")
-            socket = nil
-            for s in sessions.values { s.didDisconnect() }
+            drop(code: 1000, reason: "logged out")
         }
     }
 
@@ -131,13 +127,19 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
 
     /// Drops the connection and connects again.
     func reconnectNow() {
-        generation += 1
-        socket?.close(code: 1000, reason: "reconnect")
-        socket = nil
-        connectingGeneration = nil
-        for s in sessions.values { s.didDisconnect() }
+        drop(code: 1000, reason: "reconnect")
         attempt = 0
         connect()
+    }
+
+    /// Closes the socket (or forgets the attempt in flight) and tells the sessions: what the
+    /// socket still reports is stale.
+    private func drop(code: UInt16, reason: String) {
+        generation += 1
+        connectingGeneration = nil
+        socket?.close(code: code, reason: reason)
+        socket = nil
+        for s in sessions.values { s.didDisconnect() }
     }
 
     private var wanted: Bool { !stopped && sessions.values.contains { $0.state == .active } }
@@ -245,10 +247,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
             guard Self.deliver(decoded, to: sessions) else {
                 // As the server does with a client's message outside the protocol: closed (the
                 // sessions were told), and made again after the backoff.
-                generation += 1
-                socket = nil
-                ws.close(code: 1002, reason: "bad message")
-                for s in sessions.values { s.didDisconnect() }
+                drop(code: 1002, reason: "bad message")
                 scheduleRetry()
                 return
             }
