@@ -101,8 +101,7 @@ extension ClientSession {
             return out
         }
         for text in try ClientTables.subscriptionQueries(sql) {
-            guard case .list(let items) = try EJSON.parse(text) else { continue }
-            for item in items { if let q = try? SubscriptionQuery(wire: item) { out.insert(q.className) } }
+            for q in try Self.subscriptions(stored: text) { out.insert(q.className) }
         }
         return out
     }
