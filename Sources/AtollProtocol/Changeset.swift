@@ -63,7 +63,7 @@ public struct SyncInstruction: Hashable, Sendable {
     /// will).
     public var object: Document? { get { extras?.object } set { extrasForWriting.object = newValue } }
     public var clock: Clock? { get { extras?.clock } set { extrasForWriting.clock = newValue } }
-    public var fieldClocks: [String: Clock] {
+    public var fieldClocks: [ExactText: Clock] {
         get { extras?.fieldClocks ?? [:] }
         _modify { yield &extrasForWriting.fieldClocks }
     }
@@ -126,7 +126,7 @@ public struct SyncInstruction: Hashable, Sendable {
         var after: ElementID?
         var object: Document?
         var clock: Clock?
-        var fieldClocks: [String: Clock] = [:]
+        var fieldClocks: [ExactText: Clock] = [:]
         var lists: [String: ListSequence] = [:]
         var erasedAt: Clock?
 
@@ -429,7 +429,8 @@ extension SyncChangeset {
         struct Later {
             var erased = false
             var paths: [[PathElement]] = []
-            var members: Set<String> = []
+            /// Set members and dictionary keys, byte for byte.
+            var members: Set<ExactText> = []
             var cleared: Set<String> = []
             /// The kept (latest) add of each path: its index.
             var adds: [[PathElement]: Int] = [:]
@@ -477,14 +478,14 @@ extension SyncChangeset {
                     }
                 }
             case .setInsert, .setErase:
-                let member = property + setSeparator + keyText(ins.value ?? .null)
+                let member = ExactText(property + setSeparator + keyText(ins.value ?? .null))
                 if state.cleared.contains(property) || !state.members.insert(member).inserted {
                     keep[i] = false
                     dropped = true
                 }
             case .dictionarySet, .dictionaryErase:
                 guard ins.path.count == 2, case .key(let k) = ins.path[1] else { break }
-                if state.cleared.contains(property) || !state.members.insert(property + dictionarySeparator + k).inserted {
+                if state.cleared.contains(property) || !state.members.insert(ExactText(property + dictionarySeparator + k)).inserted {
                     keep[i] = false
                     dropped = true
                 }
@@ -534,7 +535,8 @@ extension SyncChangeset {
     /// What one run wrote so far; kept from run to run for its arrays' storage.
     private struct RunWrites {
         var paths = [[PathElement]]()
-        var members = [String]()
+        /// Set members and dictionary keys, byte for byte.
+        var members = [ExactText]()
         var cleared = [String]()
         var added = [[PathElement]]()
 
@@ -564,8 +566,8 @@ extension SyncChangeset {
             case .setInsert, .setErase, .dictionarySet, .dictionaryErase:
                 let ins = run[n]
                 let property = ins.property ?? ""
-                let member = ins.op == .setInsert || ins.op == .setErase
-                    ? property + setSeparator + keyText(ins.value ?? .null) : property + dictionarySeparator + ins.pathKey
+                let member = ExactText(ins.op == .setInsert || ins.op == .setErase
+                    ? property + setSeparator + keyText(ins.value ?? .null) : property + dictionarySeparator + ins.pathKey)
                 if written.members.contains(member) { return false }
                 written.members.append(member)
             case .setClear, .dictionaryClear:

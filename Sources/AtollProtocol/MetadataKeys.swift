@@ -11,6 +11,10 @@ public func keyText(_ v: Value) -> String {
     return Wire.encode(v)
 }
 
+/// `keyText` as a key of Swift sets and dictionaries: compared byte for byte, as SQLite
+/// compares the primary keys themselves.
+public func exactKey(_ v: Value) -> ExactText { ExactText(keyText(v)) }
+
 /// Field-clock path keys: a set element is `property + setSeparator + keyText(element)`, a
 /// dictionary key `property + dictionarySeparator + key`, a collection's last clear
 /// `property + clearMark` (none of them can be a property name).

@@ -91,7 +91,7 @@ extension SyncInstruction {
         if let clock { d["clock"] = clock.value }
         if !fieldClocks.isEmpty {
             var f = Document()
-            for (k, c) in fieldClocks.sorted(by: { $0.key < $1.key }) { f[k] = c.value }
+            for (k, c) in fieldClocks.sorted(by: { $0.key < $1.key }) { f[k.text] = c.value }
             d["fieldClocks"] = .object(f)
         }
         if !lists.isEmpty {
@@ -169,7 +169,7 @@ extension SyncInstruction {
             if case .object(let fc)? = f["fieldClocks"] {
                 for (k, v) in fc {
                     guard let c = Clock(v) else { throw ProtocolError("instruction upsert: a field clock is not a clock") }
-                    fieldClocks[k] = c
+                    fieldClocks[ExactText(k)] = c
                 }
             }
             func identities(_ field: String, _ v: Value, valueClocks: UnsafeMutablePointer<[ElementID: Clock]>? = nil) throws -> [ElementID] {

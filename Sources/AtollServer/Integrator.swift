@@ -60,12 +60,12 @@ struct Integration {
 /// instruction, in order.
 struct Integrator {
     let store: Store
-    let mayWrite: (String, [Value]) throws -> [String: String]
+    let mayWrite: (String, [Value]) throws -> [ExactText: String]
     /// Whether the user may write every object of a class, whatever its state: then `mayWrite`
     /// is not asked, and the objects after integration are not looked up.
     let mayWriteAll: (String) -> Bool
 
-    init(store: Store, mayWrite: @escaping (String, [Value]) throws -> [String: String] = { _, _ in [:] },
+    init(store: Store, mayWrite: @escaping (String, [Value]) throws -> [ExactText: String] = { _, _ in [:] },
          mayWriteAll: @escaping (String) -> Bool = { _ in false }) {
         self.store = store
         self.mayWrite = mayWrite
@@ -75,10 +75,10 @@ struct Integrator {
     /// With a check of one object at a time (its document as the store has it).
     init(store: Store, mayWriteObject: @escaping (ObjectID, Document?) throws -> String?) {
         self.init(store: store) { cls, keys in
-            var out = [String: String]()
+            var out = [ExactText: String]()
             for key in keys {
                 let doc = try store.object(cls, primaryKey: key)
-                if let reason = try mayWriteObject(ObjectID(cls, key), doc) { out[keyText(key)] = reason }
+                if let reason = try mayWriteObject(ObjectID(cls, key), doc) { out[exactKey(key)] = reason }
             }
             return out
         }
@@ -86,13 +86,13 @@ struct Integrator {
 
     /// Which of `ids` the user may not write as they are now: existing objects only.
     private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String]) throws -> Bool {
-        var live: [String: Set<String>]? = nil
+        var live: [String: Set<ExactText>]? = nil
         return try refused(ids, &denied, live: &live)
     }
 
     /// The same, and (when `live` is not nil) the keys as text of those that exist go into
     /// `live`, per class.
-    private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String], live: inout [String: Set<String>]?) throws -> Bool {
+    private func refused(_ ids: [ObjectID], _ denied: inout [ObjectID: String], live: inout [String: Set<ExactText>]?) throws -> Bool {
         let byClass = denied.isEmpty ? ids.keysByClass : ids.filter { denied[$0] == nil }.keysByClass
         var any = false
         for (cls, keys) in byClass {
@@ -104,11 +104,11 @@ struct Integrator {
                 any = true
                 continue
             }
-            if live != nil { live?[cls, default: []].formUnion(existing.map(keyText)) }
+            if live != nil { live?[cls, default: []].formUnion(existing.map(exactKey)) }
             guard !existing.isEmpty, !unconditional else { continue }
             let reasons = try mayWrite(cls, existing)
             if reasons.isEmpty { continue }
-            for k in existing { if let r = reasons[keyText(k)] { denied[ObjectID(cls, k)] = r; any = true } }
+            for k in existing { if let r = reasons[exactKey(k)] { denied[ObjectID(cls, k)] = r; any = true } }
         }
         return any
     }
@@ -125,7 +125,7 @@ struct Integrator {
         var denied = [ObjectID: String]()
         let order = changeset.instructions.objectIDs
         // Objects the user may not write as they are now (and which exist).
-        var found: [String: Set<String>]? = [:]
+        var found: [String: Set<ExactText>]? = [:]
         _ = try refused(order, &denied, live: &found)
         let live = found ?? [:]
         // Apply what is left; refuse objects whose new state breaks the rules or that fail to
@@ -219,7 +219,7 @@ struct Integrator {
 
     /// Applies the instructions of the objects not refused, in order. `live` names the objects
     /// that exist before (keys as text, per class).
-    private func applyAll(_ changeset: SyncChangeset, live: [String: Set<String>], skipping denied: [ObjectID: String],
+    private func applyAll(_ changeset: SyncChangeset, live: [String: Set<ExactText>], skipping denied: [ObjectID: String],
                           prepared: CreateRuns?) throws -> Applied {
         let all = denied.isEmpty ? changeset.instructions : changeset.instructions.filter { denied[$0.objectID] == nil }
         let clock = changeset.clock
@@ -371,7 +371,7 @@ struct Integrator {
 
     /// The objects the changeset creates that the server has never had (neither live nor
     /// recorded): they can be created whole, in batches.
-    private func freshObjects(_ instructions: [SyncInstruction], live: [String: Set<String>]) throws -> Set<ObjectID> {
+    private func freshObjects(_ instructions: [SyncInstruction], live: [String: Set<ExactText>]) throws -> Set<ObjectID> {
         // Objects whose first instruction here is their create (one erased first is not new).
         // Looked at where each run of an object's instructions begins (a later run of an object
         // is not its first), through the buffer: an element read by subscript is copied whole.
@@ -387,7 +387,7 @@ struct Integrator {
         for (cls, keys) in creates.keysByClass {
             guard (try? ObjectState.primaryKeyName(store, cls)) != nil else { continue }
             let live = live[cls] ?? []
-            let texts = keys.map(keyText)
+            let texts = keys.map(exactKey)
             let candidates = texts.filter { !live.contains($0) }
             let recorded = try tables.recorded(cls, among: candidates)
             // Links wait for some: those are created one at a time, and the links shown.

@@ -409,11 +409,11 @@ final class ObjectState {
             let separator = p.collection == .set ? setSeparator : dictionarySeparator
             switch before[p.name] {
             case .list(let members)?:
-                for v in members where (rows.first { $0.path == p.name + separator + keyText(v) }?.clock ?? r.base) < clock {
+                for v in members where (rows.first { ExactText.same($0.path, p.name + separator + keyText(v)) }?.clock ?? r.base) < clock {
                     _ = try store.setErase(cls, primaryKey: id.primaryKey, property: p.name, v)
                 }
             case .object(let entries)?:
-                for k in entries.keys where (rows.first { $0.path == p.name + separator + k }?.clock ?? r.base) < clock {
+                for k in entries.keys where (rows.first { ExactText.same($0.path, p.name + separator + k) }?.clock ?? r.base) < clock {
                     _ = try store.dictionaryErase(cls, primaryKey: id.primaryKey, property: p.name, key: k)
                 }
             default: break
@@ -509,7 +509,7 @@ final class ObjectState {
             let clear = rows.first { $0.path == p.name + clearMark }?.clock
             for row in rows where row.path.hasPrefix(p.name + separator) && row.present {
                 guard clear.map({ row.clock >= $0 }) ?? true, r.outlives(row.clock) else { continue }
-                let key = String(row.path.dropFirst(p.name.count + 1))
+                let key = FieldRow.member(of: row.path, property: p.name)
                 if p.collection == .set {
                     if let member = try? EJSON.parse(key) { _ = try? store.setInsert(cls, primaryKey: id.primaryKey, property: p.name, member) }
                 } else {
@@ -714,12 +714,12 @@ final class ObjectState {
             if live {
                 switch try store.value(cls, primaryKey: id.primaryKey, property: p.name) {
                 case .list(let members)?:
-                    for v in members where (rows.first { $0.path == p.name + separator + keyText(v) }?.clock ?? r.base) < clock {
+                    for v in members where (rows.first { ExactText.same($0.path, p.name + separator + keyText(v)) }?.clock ?? r.base) < clock {
                         _ = try store.setErase(cls, primaryKey: id.primaryKey, property: p.name, v)
                         outcome = .plain
                     }
                 case .object(let entries)?:
-                    for k in entries.keys where (rows.first { $0.path == p.name + separator + k }?.clock ?? r.base) < clock {
+                    for k in entries.keys where (rows.first { ExactText.same($0.path, p.name + separator + k) }?.clock ?? r.base) < clock {
                         _ = try store.dictionaryErase(cls, primaryKey: id.primaryKey, property: p.name, key: k)
                         outcome = .plain
                     }
@@ -779,9 +779,9 @@ final class ObjectState {
     /// Whether the live object's set holds the element, or its dictionary the key, of a member
     /// path (`property + separator + key`).
     private func holds(_ p: Property, _ path: String) throws -> Bool {
-        let key = String(path.dropFirst(p.name.count + 1))
+        let key = FieldRow.member(of: path, property: p.name)
         switch try store.value(cls, primaryKey: id.primaryKey, property: p.name) {
-        case .list(let members)?: return members.contains { keyText($0) == key }
+        case .list(let members)?: return members.contains { ExactText.same(keyText($0), key) }
         case .object(let entries)?: return entries[key] != nil
         default: return false
         }
@@ -823,10 +823,13 @@ extension Value {
 /// The sync metadata of a class's objects, loaded at once for upserts: create clocks, erase
 /// clocks, field clocks and list identities.
 struct ObjectMetadata {
-    var created: [String: Clock] = [:]
-    var erased: [String: Clock] = [:]
-    var fields: [String: [String: Clock]] = [:]
-    var lists: [String: [String: ListSequence]] = [:]
+    /// By primary key text (byte for byte, as every key below).
+    var created: [ExactText: Clock] = [:]
+    var erased: [ExactText: Clock] = [:]
+    /// By primary key text, then field path.
+    var fields: [ExactText: [ExactText: Clock]] = [:]
+    /// By primary key text, then list property.
+    var lists: [ExactText: [String: ListSequence]] = [:]
 
     /// For every object of a class, or for some keys of it (`ServerSyncTables.metadata`).
     static func load(_ store: Store, className: String, key: String? = nil, keys: [Value]? = nil) throws -> ObjectMetadata {
@@ -836,6 +839,7 @@ struct ObjectMetadata {
     func upsert(_ cls: String, _ pk: Value, _ key: String, _ doc: Document) -> SyncInstruction {
         var u = SyncInstruction(.upsert, cls, pk)
         u.object = doc
+        let key = ExactText(key)
         u.clock = created[key] ?? .zero
         u.fieldClocks = fields[key] ?? [:]
         u.erasedAt = erased[key]

@@ -116,7 +116,7 @@ extension ServerApp {
 
     private enum BootstrapOutcome {
         /// Sent: the objects the client now holds, by class (primary key texts).
-        case sent(held: [String: Set<String>], objects: Int, bytes: Int)
+        case sent(held: [String: Set<ExactText>], objects: Int, bytes: Int)
         /// A view failed to evaluate before anything was sent.
         case refused(AtollError)
         /// Failed after something was sent, or cancelled.
@@ -260,7 +260,7 @@ extension ServerApp {
             return .failed(error)
         }
         let limit = work.maxDownloadBytes
-        var held = [String: Set<String>]()
+        var held = [String: Set<ExactText>]()
         var sent = 0
         var bytes = 0
         var batch = [String]()
@@ -298,7 +298,7 @@ extension ServerApp {
         }
         do {
             for (cls, pkName, r) in results {
-                var keys = Set<String>()
+                var keys = Set<ExactText>()
                 var offset = 0
                 while true {
                     if work.job.isCancelled { throw CancellationError() }
@@ -311,7 +311,7 @@ extension ServerApp {
                     for doc in docs {
                         guard let pk = doc[pkName] else { continue }
                         let key = keyText(pk)
-                        keys.insert(key)
+                        keys.insert(ExactText(key))
                         upserts.append(meta.upsert(cls, pk, key, doc))
                     }
                     try add(upserts[...], pkName)
@@ -330,20 +330,20 @@ extension ServerApp {
     /// whole if it is in the view now, evicted if not. `known` is what the client holds (by
     /// class, primary key texts) when the server knows it, right after a bootstrap: only the
     /// changed objects' place in the view is then looked up, not the whole view's.
-    func resume(_ s: Session, from cursor: UInt64, known: [String: Set<String>]? = nil) throws {
+    func resume(_ s: Session, from cursor: UInt64, known: [String: Set<ExactText>]? = nil) throws {
         var touched = [ObjectID]()
         var seen = Set<ObjectID>()
         for entry in try storage.history(after: cursor, excludingFile: s.file) {
             let cs = try SyncChangeset(wire: try EJSON.parse(entry.changeset))
             for id in cs.instructions.objectIDs where seen.insert(id).inserted { touched.append(id) }
         }
-        var held = [String: Set<String>]()
+        var held = [String: Set<ExactText>]()
         if let known {
             let changed = Dictionary(touched.keysByClass.map { ($0.className, $0.keys) }, uniquingKeysWith: +)
             for (cls, view) in s.views {
                 var h = known[cls] ?? []
                 if let keys = changed[cls] {
-                    for k in keys { h.remove(keyText(k)) }
+                    for k in keys { h.remove(exactKey(k)) }
                     h.formUnion(try matching(cls, view, among: keys))
                 }
                 held[cls] = h
@@ -362,7 +362,7 @@ extension ServerApp {
         var outside = [String: [Value]]()
         for id in touched where subscribed.contains(id.className) {
             let key = keyText(id.primaryKey)
-            if held[id.className]?.contains(key) == true, let doc = try store.object(id.className, primaryKey: id.primaryKey) {
+            if held[id.className]?.contains(ExactText(key)) == true, let doc = try store.object(id.className, primaryKey: id.primaryKey) {
                 let meta = try metas[id.className] ?? ObjectMetadata.load(store, className: id.className)
                 metas[id.className] = meta
                 texts.append(meta.upsert(id.className, id.primaryKey, key, doc).wireText)
@@ -373,9 +373,9 @@ extension ServerApp {
         }
         let access = readAccess(s.user)
         for (cls, keys) in outside.sorted(by: { $0.key < $1.key }) {
-            let readable: Set<String> = access.rule(cls) == .nothing ? []
+            let readable: Set<ExactText> = access.rule(cls) == .nothing ? []
                 : try matching(cls, ViewQuery(cls, text: "TRUEPREDICATE", arguments: [], access: access), among: keys)
-            if access.rule(cls) == .everything || keys.allSatisfy({ readable.contains(keyText($0)) }) {
+            if access.rule(cls) == .everything || keys.allSatisfy({ readable.contains(exactKey($0)) }) {
                 for pk in keys { texts.append(SyncInstruction(.evict, cls, pk).wireText) }
             } else {
                 var keep = SyncInstruction(.keep, cls, .null)

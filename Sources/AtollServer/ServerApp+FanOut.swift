@@ -23,7 +23,7 @@ extension ServerApp {
                 for p in h.properties where p.type == .object && p.objectType == cls && (p.collection == .single || p.isList) {
                     let path = "\(p.name).\(pkName)"
                     let query = p.collection == .single ? "\(path) IN $0" : "ANY \(path) IN $0"
-                    for key in try store.objects(h.name, where: query, [.list(keys)]).primaryKeyValues() where held.contains(keyText(key)) {
+                    for key in try store.objects(h.name, where: query, [.list(keys)]).primaryKeyValues() where held.contains(exactKey(key)) {
                         let id = ObjectID(h.name, key)
                         if seen.insert(id).inserted { out.append(id) }
                     }
@@ -54,11 +54,11 @@ extension ServerApp {
         var keysByClass = [String: [Value]]()
         for id in order { keysByClass[id.className, default: []].append(id.primaryKey) }
         // Which touched objects exist now, per class.
-        var live = [String: Set<String>]()
+        var live = [String: Set<ExactText>]()
         for (cls, keys) in keysByClass {
             live[cls] = try matching(cls, ViewQuery(cls, text: "TRUEPREDICATE", arguments: [], access: nil), among: keys)
         }
-        let keys = order.map { keyText($0.primaryKey) }
+        let keys = order.map { exactKey($0.primaryKey) }
         let correct = Set(corrections)
         // The objects the effects name, made once and only when needed (a large changeset's are many).
         var namedSet: Set<ObjectID>?
@@ -69,15 +69,16 @@ extension ServerApp {
             return made
         }
         // Sessions with the same view share one query.
-        var cache = [String: [ViewQuery: Set<String>]]()
+        var cache = [String: [ViewQuery: Set<ExactText>]]()
         var metas = [String: ObjectMetadata]()
         var objectTexts = [Int: [String]]()
-        func upsertText(_ cls: String, _ id: ObjectID, _ key: String) throws -> String? {
+        func upsertText(_ cls: String, _ id: ObjectID, _ exact: ExactText) throws -> String? {
+            let key = exact.text
             guard let doc = try store.object(cls, primaryKey: id.primaryKey) else { return nil }
             // Loaded once for the class's objects in the effects; an object corrected without
             // an effect of its own is loaded alone.
             let meta: ObjectMetadata
-            if let known = metas[cls], known.created[key] != nil {
+            if let known = metas[cls], known.created[exact] != nil {
                 meta = known
             } else if metas[cls] == nil, keysByClass[cls]?.contains(id.primaryKey) == true {
                 meta = try ObjectMetadata.load(store, className: cls, keys: keysByClass[cls] ?? [])
@@ -105,9 +106,9 @@ extension ServerApp {
             // session while the run lasts.
             var runClass: String?
             var inView = false
-            var existing = Set<String>(), visible = Set<String>()
+            var existing = Set<ExactText>(), visible = Set<ExactText>()
             var wholeClass = false
-            var held = Set<String>()
+            var held = Set<ExactText>()
             func endRun() {
                 if let runClass, inView, !held.isEmpty { s.inView[runClass] = held }
                 held = []
@@ -178,7 +179,7 @@ extension ServerApp {
                 // them took effect as written).
                 let named = named()
                 for id in corrections where !named.contains(id) {
-                    let cls = id.className, key = keyText(id.primaryKey)
+                    let cls = id.className, key = exactKey(id.primaryKey)
                     guard let view = s.views[cls] else { continue }
                     var held = s.inView[cls] ?? []
                     defer { s.inView[cls] = held }
@@ -204,7 +205,7 @@ extension ServerApp {
                 // Named in the changeset or not: its instructions there do not bring back its
                 // links to what entered.
                 for h in try linkHolders(s, of: entered) {
-                    if let text = try upsertText(h.className, h, keyText(h.primaryKey)) { out.append(.text(text)) }
+                    if let text = try upsertText(h.className, h, exactKey(h.primaryKey)) { out.append(.text(text)) }
                 }
             }
             guard !out.isEmpty else { return }

@@ -176,19 +176,19 @@ extension ServerApp {
     }
 
     /// The primary key texts of the objects of a class that a view holds (among `keys`, if given).
-    func matching(_ cls: String, _ view: ViewQuery, among keys: [Value]? = nil) throws -> Set<String> {
+    func matching(_ cls: String, _ view: ViewQuery, among keys: [Value]? = nil) throws -> Set<ExactText> {
         guard let pkName = schema.classes.first(where: { $0.name == cls })?.primaryKey else { return [] }
-        var out = Set<String>()
+        var out = Set<ExactText>()
         if let keys {
-            if view.isWholeClass { return Set(try store.primaryKeys(cls, among: keys).map(keyText)) }
+            if view.isWholeClass { return Set(try store.primaryKeys(cls, among: keys).map(exactKey)) }
             for chunk in stride(from: 0, to: keys.count, by: 500) {
                 let part = Array(keys[chunk..<min(chunk + 500, keys.count)])
                 for pk in try view.results(store, cls, and: "\(pkName) IN $\(view.arguments.count)", [.list(part)]).primaryKeyValues() {
-                    out.insert(keyText(pk))
+                    out.insert(exactKey(pk))
                 }
             }
         } else {
-            for pk in try view.results(store, cls).primaryKeyValues() { out.insert(keyText(pk)) }
+            for pk in try view.results(store, cls).primaryKeyValues() { out.insert(exactKey(pk)) }
         }
         return out
     }

@@ -221,13 +221,13 @@ extension ServerApp {
 
     /// Which of a class's objects (as they are now in the store) the session's user may not
     /// write: primary key text → reason. The write rule and the session's view must both hold.
-    func mayWrite(_ s: Session, _ cls: String, _ keys: [Value]) throws -> [String: String] {
-        func all(_ reason: String) -> [String: String] {
-            Dictionary(keys.map { (keyText($0), reason) }, uniquingKeysWith: { a, _ in a })
+    func mayWrite(_ s: Session, _ cls: String, _ keys: [Value]) throws -> [ExactText: String] {
+        func all(_ reason: String) -> [ExactText: String] {
+            Dictionary(keys.map { (exactKey($0), reason) }, uniquingKeysWith: { a, _ in a })
         }
         guard let role = configuration.rules.role(cls, for: s.user) else { return all("no role lets this user write '\(cls)'") }
-        var allowed = Set(keys.map(keyText))
-        var out = [String: String]()
+        var allowed = Set(keys.map(exactKey))
+        var out = [ExactText: String]()
         switch role.write.kind {
         case .never: return all("the role '\(role.name)' may not write '\(cls)'")
         case .always: break
@@ -243,7 +243,7 @@ extension ServerApp {
         }
         // The keys are of objects in the store: a view of the whole class holds them all.
         if view.isWholeClass { return out }
-        let visible = try matching(cls, view, among: keys.filter { allowed.contains(keyText($0)) })
+        let visible = try matching(cls, view, among: keys.filter { allowed.contains(exactKey($0)) })
         for k in allowed where !visible.contains(k) { out[k] = "the object is outside the session's subscriptions (or its read rule)" }
         return out
     }
@@ -260,14 +260,14 @@ extension ServerApp {
         for r in rejected {
             let key = keyText(r.primaryKey)
             if let view = s.views[r.className], let doc = try storedObject(r.className, r.primaryKey),
-               try matching(r.className, view, among: [r.primaryKey]).contains(key) {
+               try matching(r.className, view, among: [r.primaryKey]).contains(ExactText(key)) {
                 let meta = try ObjectMetadata.load(store, className: r.className, key: key)
                 texts.append(meta.upsert(r.className, r.primaryKey, key, doc).wireText)
-                s.inView[r.className, default: []].insert(key)
+                s.inView[r.className, default: []].insert(ExactText(key))
                 restored.append(ObjectID(r.className, r.primaryKey))
             } else {
                 texts.append(SyncInstruction(.evict, r.className, r.primaryKey).wireText)
-                s.inView[r.className]?.remove(key)
+                s.inView[r.className]?.remove(ExactText(key))
             }
         }
         // The refused writes may have deleted these objects on the device, and its links to them.

@@ -50,7 +50,7 @@ final class Session {
     var subscriptions: [SubscriptionQuery] = []
     var views: [String: ViewQuery] = [:]
     /// The objects the client holds, as far as the server knows: primary key texts per class.
-    var inView: [String: Set<String>] = [:]
+    var inView: [String: Set<ExactText>] = [:]
     /// Whether the session gets steady-state downloads (bootstrapped or resumed).
     var ready = false
     var uploadCursor: UInt64 = 0

@@ -10,22 +10,25 @@ import AtollStore
 /// set element and dictionary key, the objects it erases and creates. A download instruction
 /// older than a pending write of the same thing is left out: the server will integrate the
 /// pending write after it and keep it (docs/protocol.md, "How changes merge").
+///
+/// Paths and list keys hold user text (a set member, a dictionary key, a primary key): they are
+/// compared byte for byte (`ExactText`).
 struct PendingIndex {
-    var fields: [ObjectID: [String: Clock]] = [:]
+    var fields: [ObjectID: [ExactText: Clock]] = [:]
     var erased: [ObjectID: Clock] = [:]
     var created: [ObjectID: Clock] = [:]
     var touched: Set<ObjectID> = []
-    var lists: Set<String> = []
+    var lists: Set<ExactText> = []
     /// Per list (the `lists` key): its pending instructions in order, with their clocks.
-    var listOps: [String: [(instruction: SyncInstruction, clock: Clock)]] = [:]
+    var listOps: [ExactText: [(instruction: SyncInstruction, clock: Clock)]] = [:]
     /// Pending counter adds per object and property: kept on top of a set that arrives.
     var adds: [ObjectID: [String: [(clock: Clock, delta: Int64)]]] = [:]
     /// The newest pending set of each path, with its value (what an upsert of the object is
     /// merged with, also when the device no longer holds the object).
-    var writes: [ObjectID: [String: (clock: Clock, path: [PathElement], value: Value)]] = [:]
+    var writes: [ObjectID: [ExactText: (clock: Clock, path: [PathElement], value: Value)]] = [:]
     /// The newest pending add or remove of each set element (`property + setSeparator + keyText`)
     /// and write or erase of each dictionary key, with its value.
-    var members: [ObjectID: [String: (clock: Clock, present: Bool, value: Value)]] = [:]
+    var members: [ObjectID: [ExactText: (clock: Clock, present: Bool, value: Value)]] = [:]
 
     init(_ changesets: [SyncChangeset]) {
         for cs in changesets {
@@ -36,24 +39,24 @@ struct PendingIndex {
                 case .create: created[id] = cs.clock
                 case .erase: erased[id] = cs.clock
                 case .set:
-                    fields[id, default: [:]][ins.pathKey] = cs.clock
-                    writes[id, default: [:]][ins.pathKey] = (cs.clock, ins.path, ins.value ?? .null)
+                    fields[id, default: [:]][ExactText(ins.pathKey)] = cs.clock
+                    writes[id, default: [:]][ExactText(ins.pathKey)] = (cs.clock, ins.path, ins.value ?? .null)
                 case .addInteger:
                     if let p = ins.property, case .int(let d)? = ins.value { adds[id, default: [:]][p, default: []].append((cs.clock, d)) }
                 case .setInsert, .setErase:
                     if let p = ins.property {
-                        let key = p + setSeparator + keyText(ins.value ?? .null)
+                        let key = ExactText(p + setSeparator + keyText(ins.value ?? .null))
                         fields[id, default: [:]][key] = cs.clock
                         members[id, default: [:]][key] = (cs.clock, ins.op == .setInsert, ins.value ?? .null)
                     }
                 case .dictionarySet, .dictionaryErase:
                     if ins.path.count == 2, case .key(let p) = ins.path[0], case .key(let k) = ins.path[1] {
-                        let key = p + dictionarySeparator + k
+                        let key = ExactText(p + dictionarySeparator + k)
                         fields[id, default: [:]][key] = cs.clock
                         members[id, default: [:]][key] = (cs.clock, ins.op == .dictionarySet, ins.value ?? .null)
                     }
                 case .setClear, .dictionaryClear:
-                    if let p = ins.property { fields[id, default: [:]][p + clearMark] = cs.clock }
+                    if let p = ins.property { fields[id, default: [:]][ExactText(p + clearMark)] = cs.clock }
                 case .listInsert, .listErase, .listSet, .listClear:
                     guard let p = ins.property else { break }
                     let key = Self.listKey(id, p)
@@ -66,8 +69,8 @@ struct PendingIndex {
     }
 
     /// The key of a list in `lists`.
-    static func listKey(_ id: ObjectID, _ property: String) -> String {
-        "\(id.className)\u{0}\(keyText(id.primaryKey))\u{0}\(property)"
+    static func listKey(_ id: ObjectID, _ property: String) -> ExactText {
+        ExactText("\(id.className)\u{0}\(keyText(id.primaryKey))\u{0}\(property)")
     }
 
     /// The clock of the device's newest pending erase of the object when no pending create
@@ -89,7 +92,7 @@ struct PendingIndex {
         var prefix = ""
         for part in path.split(separator: ".", omittingEmptySubsequences: false) {
             prefix = prefix.isEmpty ? String(part) : prefix + "." + part
-            if let c = f[prefix], c > clock { return true }
+            if let c = f[ExactText(prefix)], c > clock { return true }
         }
         return false
     }
@@ -473,8 +476,8 @@ struct Applier {
         case .setInsert, .setErase:
             guard try exists(), let property = ins.property, !pending.erases(id, before: clock) else { return }
             let value = ins.value ?? .null
-            if let c = pending.fields[id]?[property + setSeparator + keyText(value)], c > clock { return }
-            if let c = pending.fields[id]?[property + clearMark], c > clock { return }
+            if let c = pending.fields[id]?[ExactText(property + setSeparator + keyText(value))], c > clock { return }
+            if let c = pending.fields[id]?[ExactText(property + clearMark)], c > clock { return }
             if ins.op == .setInsert {
                 _ = try store.setInsert(cls, primaryKey: ins.primaryKey, property: property, value)
             } else {
@@ -484,14 +487,14 @@ struct Applier {
             guard try exists(), let property = ins.property,
                   case .list(let members)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return }
             for value in members {
-                if let c = pending.fields[id]?[property + setSeparator + keyText(value)], c > clock { continue }
+                if let c = pending.fields[id]?[ExactText(property + setSeparator + keyText(value))], c > clock { continue }
                 _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
             }
         case .dictionarySet, .dictionaryErase:
             guard try exists(), ins.path.count == 2, case .key(let property) = ins.path[0], case .key(let k) = ins.path[1],
                   !pending.erases(id, before: clock) else { return }
-            if let c = pending.fields[id]?[property + dictionarySeparator + k], c > clock { return }
-            if let c = pending.fields[id]?[property + clearMark], c > clock { return }
+            if let c = pending.fields[id]?[ExactText(property + dictionarySeparator + k)], c > clock { return }
+            if let c = pending.fields[id]?[ExactText(property + clearMark)], c > clock { return }
             if ins.op == .dictionarySet {
                 try store.dictionarySet(cls, primaryKey: ins.primaryKey, property: property, key: k, ins.value ?? .null)
             } else {
@@ -501,7 +504,7 @@ struct Applier {
             guard try exists(), let property = ins.property,
                   case .object(let entries)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return }
             for k in entries.keys {
-                if let c = pending.fields[id]?[property + dictionarySeparator + k], c > clock { continue }
+                if let c = pending.fields[id]?[ExactText(property + dictionarySeparator + k)], c > clock { continue }
                 _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: property, key: k)
             }
         case .upsert:
@@ -510,8 +513,8 @@ struct Applier {
             // The view holds these of the class: the others leave the device (not the server),
             // unless a pending change names them (the server decides those when it gets it).
             guard case .list(let keys)? = ins.value else { return }
-            let kept = Set(keys.map(keyText))
-            for pk in try store.primaryKeys(cls) where !kept.contains(keyText(pk)) {
+            let kept = Set(keys.map { ExactText(keyText($0)) })
+            for pk in try store.primaryKeys(cls) where !kept.contains(ExactText(keyText(pk))) {
                 let held = ObjectID(cls, pk)
                 if !pending.touched.contains(held) { try delete(held) }
             }
@@ -579,11 +582,11 @@ struct Applier {
     private func mergedValue(_ ins: SyncInstruction, _ p: Property, _ server: Value, _ base: Clock,
                              _ outlives: (Clock) -> Bool) -> Value {
         let id = ins.objectID
-        let serverClock = ins.fieldClocks[p.name] ?? base
+        let serverClock = ins.fieldClocks[ExactText(p.name)] ?? base
         var value = outlives(serverClock) ? server : p.implicitDefault
         var clock = serverClock
         let writes = pending.writes[id] ?? [:]
-        if let w = writes[p.name], outlives(w.clock), w.clock > clock || !outlives(serverClock) {
+        if let w = writes[ExactText(p.name)], outlives(w.clock), w.clock > clock || !outlives(serverClock) {
             value = w.value
             clock = w.clock
         }
@@ -607,10 +610,10 @@ struct Applier {
         let id = ins.objectID
         let isSet = p.collection == .set
         let separator = isSet ? setSeparator : dictionarySeparator
-        let clear = pending.fields[id]?[p.name + clearMark]
+        let clear = pending.fields[id]?[ExactText(p.name + clearMark)]
         func counts(_ c: Clock) -> Bool { outlives(c) && (clear.map { c >= $0 } ?? true) }
         var entries = [(key: String, value: Value)]()
-        var seen = Set<String>()
+        var seen = Set<ExactText>()
         var serverEntries = [(key: String, value: Value)]()
         switch server {
         case .list(let members): serverEntries = members.map { (keyText($0), $0) }
@@ -619,8 +622,8 @@ struct Applier {
         }
         let mine = (pending.members[id] ?? [:]).filter { $0.key.hasPrefix(p.name + separator) }
         for (k, v) in serverEntries {
-            seen.insert(k)
-            let path = p.name + separator + k
+            seen.insert(ExactText(k))
+            let path = ExactText(p.name + separator + k)
             let serverClock = ins.fieldClocks[path] ?? base
             if let m = mine[path], m.clock > serverClock, counts(m.clock) {
                 if m.present { entries.append((k, m.value)) }
@@ -629,8 +632,9 @@ struct Applier {
             }
         }
         for (path, m) in mine.sorted(by: { $0.key < $1.key }) where m.present {
-            let k = String(path.dropFirst(p.name.count + 1))
-            guard !seen.contains(k), counts(m.clock), m.clock > (ins.fieldClocks[path] ?? .zero) else { continue }
+            // The member's text after the property's name and separator (ASCII: one byte each).
+            let k = String(decoding: path.text.utf8.dropFirst(p.name.utf8.count + 1), as: UTF8.self)
+            guard !seen.contains(ExactText(k)), counts(m.clock), m.clock > (ins.fieldClocks[path] ?? .zero) else { continue }
             entries.append((k, m.value))
         }
         if isSet { return .list(entries.map(\.value)) }
@@ -702,10 +706,10 @@ struct Applier {
                 continue
             }
             var link = value
-            if pending.overrides(id, p.name, ins.fieldClocks[p.name] ?? base) {
+            if pending.overrides(id, p.name, ins.fieldClocks[ExactText(p.name)] ?? base) {
                 // The device's own newer write stands, written again: the object may have left
                 // the device and come back without it.
-                guard let own = pending.writes[id]?[p.name], own.path.count == 1 else { continue }
+                guard let own = pending.writes[id]?[ExactText(p.name)], own.path.count == 1 else { continue }
                 link = own.value
             }
             var doc = Document()

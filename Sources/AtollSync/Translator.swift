@@ -17,8 +17,10 @@ struct Translator {
         let stamp = clock.stamp(wall: entry.timestamp.milliseconds)
         var out = [SyncInstruction]()
         out.reserveCapacity(entry.instructions.count)
-        var lists = [String: ListSequence]()
-        func listKey(_ ins: Instruction, _ property: String) -> String { "\(ins.className)\u{0}\(keyText(ins.primaryKey))\u{0}\(property)" }
+        var lists = [ListKey: ListSequence]()
+        func listKey(_ ins: Instruction, _ property: String) -> ListKey {
+            ListKey(className: ins.className, primaryKey: ExactText(keyText(ins.primaryKey)), property: property)
+        }
         func sequence(_ ins: Instruction, _ property: String) throws -> ListSequence {
             let k = listKey(ins, property)
             if let s = lists[k] { return s }
@@ -43,12 +45,11 @@ struct Translator {
                 // elements do not come back with the object), and a link to it written earlier in
                 // this transaction is undone after the erase.
                 for (h, p) in store.schema.linkLists(to: ins.className) {
-                    var keys = Set(lists.keys.filter { $0.hasPrefix(h + "\u{0}") && $0.hasSuffix("\u{0}" + p) })
-                    for pk in try ClientTables.listHolders(sql, h, p) { keys.insert("\(h)\u{0}\(pk)\u{0}\(p)") }
-                    for k in keys.sorted() {
-                        let parts = k.split(separator: "\u{0}", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
-                        guard parts.count == 3, let holder = try? EJSON.parse(parts[1]) else { continue }
-                        guard var seq = try lists[k] ?? ClientTables.list(sql, h, parts[1], p) else { continue }
+                    var keys = Set(lists.keys.filter { $0.className == h && $0.property == p })
+                    for pk in try ClientTables.listHolders(sql, h, p) { keys.insert(ListKey(className: h, primaryKey: ExactText(pk), property: p)) }
+                    for k in keys.sorted(by: { $0.primaryKey < $1.primaryKey }) {
+                        guard let holder = try? EJSON.parse(k.primaryKey.text) else { continue }
+                        guard var seq = try lists[k] ?? ClientTables.list(sql, h, k.primaryKey.text, p) else { continue }
                         var erased = false
                         for e in seq.entries where e.shown && e.value == ins.primaryKey {
                             _ = seq.erase(e.id)
@@ -65,7 +66,8 @@ struct Translator {
                     out.append(SyncInstruction(.set, earlier.className, earlier.primaryKey, path: earlier.path, value: .null))
                 }
                 try ClientTables.dropLists(sql, ins.className, keyText(ins.primaryKey))
-                lists = lists.filter { !$0.key.hasPrefix("\(ins.className)\u{0}\(keyText(ins.primaryKey))\u{0}") }
+                let erasedKey = ExactText(keyText(ins.primaryKey))
+                lists = lists.filter { !($0.key.className == ins.className && $0.key.primaryKey == erasedKey) }
             case .set:
                 out.append(sync(.set))
             case .listInsert, .listErase, .listSet, .listMove, .listClear:
@@ -121,11 +123,7 @@ struct Translator {
             case .addInteger: out.append(sync(.addInteger))
             }
         }
-        for (k, seq) in lists {
-            let parts = k.split(separator: "\u{0}", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 3 else { continue }
-            try ClientTables.saveList(sql, parts[0], parts[1], parts[2], seq)
-        }
+        for (k, seq) in lists { try ClientTables.saveList(sql, k.className, k.primaryKey.text, k.property, seq) }
         guard !out.isEmpty else { return nil }
         // Merged by clock alone, on the server and in this client's view of what it has pending.
         return SyncChangeset(clientVersion: entry.version, clock: stamp, instructions: out).normalized()
@@ -146,4 +144,12 @@ extension Schema {
               let target = classes.first(where: { $0.name == p.objectType }) else { return false }
         return !target.isEmbedded
     }
+}
+
+/// A list the translator has touched: its object's class and primary key text (byte for byte:
+/// user text) and its property.
+private struct ListKey: Hashable {
+    var className: String
+    var primaryKey: ExactText
+    var property: String
 }

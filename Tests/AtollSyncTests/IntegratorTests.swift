@@ -402,6 +402,42 @@ final class IntegratorTests: XCTestCase {
         XCTAssertEqual(result.effects.map(\.primaryKey), [.string("mine"), .string("mine")])
     }
 
+    /// A write rule decides each of two canonically equivalent keys on its own: allowing one
+    /// must not let the other through, nor refusing one refuse the other.
+    func testWriteRulesTellCanonicallyEquivalentKeysApart() throws {
+        let store = try makeStore()
+        let mine = Value.string("caf\u{E9}"), theirs = Value.string("cafe\u{301}")
+        try integrate(store, clock(1, 1), [ins(.create, key: mine), ins(.set, ["owner"], .string("me"), key: mine),
+                                           ins(.create, key: theirs), ins(.set, ["owner"], .string("them"), key: theirs)])
+        let rule: (ObjectID, Document?) throws -> String? = { _, doc in
+            doc == nil || doc?["owner"] == .string("me") ? nil : "owner_id must be the user"
+        }
+        let result = try integrate(store, clock(2, 2), [ins(.set, ["name"], .string("mine now"), key: mine),
+                                                        ins(.set, ["name"], .string("hijack"), key: theirs)], mayWrite: rule)
+        XCTAssertEqual(result.rejected.map(\.primaryKey), [theirs])
+        XCTAssertEqual(try store.object("Task", primaryKey: mine)?["name"], .string("mine now"))
+        XCTAssertEqual(try store.object("Task", primaryKey: theirs)?["name"], .null)
+    }
+
+    /// Set members and dictionary keys that are canonically equivalent are two, in one changeset
+    /// (which is normalised first) and across changesets.
+    func testCanonicallyEquivalentMembersAndKeysAreTwo() throws {
+        let store = try makeStore()
+        let composed = "\u{E9}", decomposed = "e\u{301}"
+        try integrate(store, clock(1, 1), [ins(.create), ins(.setInsert, ["labels"], .string(composed)),
+                                           ins(.setInsert, ["labels"], .string(decomposed)),
+                                           ins(.dictionarySet, ["attrs", composed], .string("A")),
+                                           ins(.dictionarySet, ["attrs", decomposed], .string("B"))])
+        XCTAssertEqual(try task(store)?["labels"]?.listValue?.count, 2)
+        XCTAssertEqual(try task(store)?["attrs"]?.documentValue?.count, 2)
+        // Removing one leaves the other, and a create older than a member's add keeps it.
+        try integrate(store, clock(3, 2), [ins(.setErase, ["labels"], .string(decomposed)),
+                                           ins(.dictionaryErase, ["attrs", composed])])
+        try integrate(store, clock(2, 3), [ins(.create), ins(.setInsert, ["labels"], .string(decomposed))])
+        XCTAssertEqual(try task(store)?["labels"], .list([.string(composed)]))
+        XCTAssertEqual(try task(store)?["attrs"], .object([decomposed: .string("B")]))
+    }
+
     func testInstructionsThatCannotApplyAreRefusedAlone() throws {
         let store = try makeStore()
         let result = try integrate(store, clock(10), [
@@ -496,3 +532,4 @@ final class IntegratorTests: XCTestCase {
         }
     }
 }
+

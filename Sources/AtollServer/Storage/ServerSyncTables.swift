@@ -28,6 +28,13 @@ struct FieldRow {
     var clock: Clock
     var present: Bool
     var value: Value?
+
+    /// The set member's text (`keyText`) or dictionary key of a member path
+    /// (`property + separator + key`), cut by bytes: the key may begin with a combining mark,
+    /// which `String` would count as part of the separator's character.
+    static func member(of path: String, property: String) -> String {
+        String(decoding: path.utf8.dropFirst(property.utf8.count + 1), as: UTF8.self)
+    }
 }
 
 /// Every statement on the server's object metadata tables: object clocks, field clocks, list
@@ -118,16 +125,16 @@ struct ServerSyncTables {
     }
 
     /// The keys among `keys` (as text) that have a record, with their newest erase if any.
-    func recorded(_ cls: String, among keys: [String]) throws -> [String: Clock?] {
-        var out = [String: Clock?]()
+    func recorded(_ cls: String, among keys: [ExactText]) throws -> [ExactText: Clock?] {
+        var out = [ExactText: Clock?]()
         try store.withMetadata { sql in
             for start in stride(from: 0, to: keys.count, by: SQLPlaces.most) {
                 let part = keys[start..<min(start + SQLPlaces.most, keys.count)]
                 let rows = try sql.rows("SELECT pk, erased FROM _atoll_sync_objects WHERE class = ? AND pk IN (\(SQLPlaces.list(for: part.count)))",
-                                        [.string(cls)] + part.map { .string($0) })
+                                        [.string(cls)] + part.map { .string($0.text) })
                 for row in rows {
                     guard case .string(let pk) = row[0] else { continue }
-                    out[pk] = .some(row[1].stringValue.flatMap { Clock(text: $0) })
+                    out[ExactText(pk)] = .some(row[1].stringValue.flatMap { Clock(text: $0) })
                 }
             }
         }
@@ -147,19 +154,20 @@ struct ServerSyncTables {
                 args += keys.map { .string(keyText($0)) }
             }
             for row in try sql.rows("SELECT pk, created, erased FROM _atoll_sync_objects WHERE class = ?" + filter, args) {
-                guard case .string(let pk) = row[0] else { continue }
+                guard case .string(let text) = row[0] else { continue }
+                let pk = ExactText(text)
                 if case .string(let c) = row[1], let clock = Clock(text: c) { meta.created[pk] = clock }
                 if case .string(let e) = row[2], let clock = Clock(text: e) { meta.erased[pk] = clock }
             }
             for row in try sql.rows("SELECT pk, path, clock FROM _atoll_sync_fields WHERE class = ?" + filter, args) {
                 if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let c) = row[2], let clock = Clock(text: c) {
-                    meta.fields[pk, default: [:]][path] = clock
+                    meta.fields[ExactText(pk), default: [:]][ExactText(path)] = clock
                 }
             }
             for row in try sql.rows("SELECT pk, path, elements FROM _atoll_sync_lists WHERE class = ?" + filter, args) {
                 if case .string(let pk) = row[0], case .string(let path) = row[1], case .string(let text) = row[2],
                    let seq = try? ListSequence(text: text) {
-                    meta.lists[pk, default: [:]][path] = seq
+                    meta.lists[ExactText(pk), default: [:]][path] = seq
                 }
             }
         }
@@ -295,15 +303,15 @@ struct ServerSyncTables {
     }
 
     /// Which of `keys` (as text) some link waits for.
-    func awaited(_ cls: String, among keys: [String]) throws -> Set<String> {
-        var out = Set<String>()
+    func awaited(_ cls: String, among keys: [ExactText]) throws -> Set<ExactText> {
+        var out = Set<ExactText>()
         try store.withMetadata { sql in
             guard try sql.rows("SELECT 1 FROM _atoll_sync_dangling WHERE class = ? LIMIT 1", [.string(cls)]).first != nil else { return }
             for start in stride(from: 0, to: keys.count, by: SQLPlaces.most) {
                 let part = keys[start..<min(start + SQLPlaces.most, keys.count)]
                 for row in try sql.rows("SELECT pk FROM _atoll_sync_dangling WHERE class = ? AND pk IN (\(SQLPlaces.list(for: part.count)))",
-                                        [.string(cls)] + part.map { .string($0) }) {
-                    if case .string(let pk) = row[0] { out.insert(pk) }
+                                        [.string(cls)] + part.map { .string($0.text) }) {
+                    if case .string(let pk) = row[0] { out.insert(ExactText(pk)) }
                 }
             }
         }

@@ -1,7 +1,24 @@
 /// One step into an object: a property name, or an index into a list.
+///
+/// Keys compare byte for byte (a dictionary's keys are user text: `ExactText`).
 public enum PathElement: Hashable, Sendable {
     case key(String)
     case index(Int)
+
+    public static func == (a: PathElement, b: PathElement) -> Bool {
+        switch (a, b) {
+        case let (.key(x), .key(y)): return ExactText.same(x, y)
+        case let (.index(x), .index(y)): return x == y
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .key(let k): hasher.combine(0); ExactText.hash(k, into: &hasher)
+        case .index(let i): hasher.combine(1); hasher.combine(i)
+        }
+    }
 }
 
 /// One instruction of a change-log entry: what one write did to one object.

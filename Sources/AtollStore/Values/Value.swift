@@ -113,6 +113,8 @@ public struct ObjectLink: Hashable, Sendable {
 /// An object's properties in order: what `create` takes and reads give back.
 ///
 /// Keeps the order it was built in (reads give the schema's order), and looks keys up by name.
+/// Keys compare byte for byte, as SQLite and Realm compare dictionary keys: "é" precomposed and
+/// "e" with a combining accent are two keys.
 public struct Document: Hashable, Sendable, Sequence, ExpressibleByDictionaryLiteral {
     public private(set) var keys: [String] = []
     public private(set) var values: [Value] = []
@@ -151,17 +153,34 @@ public struct Document: Hashable, Sendable, Sequence, ExpressibleByDictionaryLit
     /// The value for a key; setting nil removes it.
     public subscript(key: String) -> Value? {
         get {
-            guard let i = keys.firstIndex(of: key) else { return nil }
+            guard let i = index(of: key) else { return nil }
             return values[i]
         }
         set {
-            if let i = keys.firstIndex(of: key) {
+            if let i = index(of: key) {
                 if let newValue { values[i] = newValue } else { keys.remove(at: i); values.remove(at: i) }
             } else if let newValue {
                 keys.append(key)
                 values.append(newValue)
             }
         }
+    }
+
+    /// Where `key` is, its bytes compared.
+    private func index(of key: String) -> Int? {
+        keys.firstIndex { ExactText.same($0, key) }
+    }
+
+    /// Two documents are equal when they have the same keys, byte for byte, in the same order,
+    /// with equal values.
+    public static func == (a: Document, b: Document) -> Bool {
+        a.keys.count == b.keys.count && zip(a.keys, b.keys).allSatisfy { ExactText.same($0, $1) } && a.values == b.values
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(keys.count)
+        for k in keys { ExactText.hash(k, into: &hasher) }
+        hasher.combine(values)
     }
 
     /// Appends without checking for an existing key (the caller knows the key is new).
@@ -243,15 +262,25 @@ extension Value {
 /// Text that equals and hashes by its UTF-8 bytes, as SQLite compares it. Swift's `String ==` is
 /// canonical equivalence: a precomposed "é" equals "e" with a combining accent, which SQLite (and
 /// Realm) keep apart, as two primary keys, two dictionary keys, two queries.
-struct ExactText: Hashable {
-    let text: String
-    init(_ text: String) { self.text = text }
+///
+/// Every Swift set or dictionary keyed by text that holds user data (a primary key's text, a set
+/// member's, a dictionary key) is keyed by this type.
+public struct ExactText: Hashable, Sendable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+    public let text: String
+    public init(_ text: String) { self.text = text }
+    public init(stringLiteral text: String) { self.text = text }
 
-    static func == (a: ExactText, b: ExactText) -> Bool { same(a.text, b.text) }
-    func hash(into hasher: inout Hasher) { Self.hash(text, into: &hasher) }
+    public static func == (a: ExactText, b: ExactText) -> Bool { same(a.text, b.text) }
+    public func hash(into hasher: inout Hasher) { Self.hash(text, into: &hasher) }
+    /// Byte order (UTF-8 bytes compare as code points do).
+    public static func < (a: ExactText, b: ExactText) -> Bool { a.text.utf8.lexicographicallyPrecedes(b.text.utf8) }
+    public var description: String { text }
+
+    /// Whether the text begins with `prefix`, byte for byte.
+    public func hasPrefix(_ prefix: String) -> Bool { text.utf8.starts(with: prefix.utf8) }
 
     /// Whether two strings have the same UTF-8 bytes.
-    static func same(_ a: String, _ b: String) -> Bool {
+    public static func same(_ a: String, _ b: String) -> Bool {
         var a = a, b = b
         return a.withUTF8 { x in
             b.withUTF8 { y in
@@ -262,7 +291,7 @@ struct ExactText: Hashable {
         }
     }
 
-    static func hash(_ text: String, into hasher: inout Hasher) {
+    public static func hash(_ text: String, into hasher: inout Hasher) {
         var text = text
         text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }

@@ -16,11 +16,12 @@ enum SimOracle {
     /// Every object of `Item` in a store, by primary key, in a form that compares as the rules
     /// promise: a set's members and a dictionary's keys in sorted order (their order is each
     /// replica's own).
+    /// Keyed by `name(of:)`: primary keys that differ in bytes are two objects.
     static func snapshot(_ store: Store) throws -> [String: Value] {
         var out = [String: Value]()
         for doc in try store.objects("Item").documents() {
             guard case .string(let key)? = doc["_id"] else { continue }
-            out[key] = canonical(.object(doc), property: nil)
+            out[name(of: key)] = canonical(.object(doc), property: nil)
         }
         return out
     }
@@ -32,10 +33,11 @@ enum SimOracle {
             return d["$id"] ?? .null
         case .object(let d):
             var out = Document()
-            for k in d.keys.sorted() { out[k] = canonical(d[k] ?? .null, property: k) }
+            // Sorted by bytes: `String <` orders canonically equivalent keys as equal.
+            for k in d.keys.sorted(by: bytesPrecede) { out[k] = canonical(d[k] ?? .null, property: k) }
             return .object(out)
         case .list(let items) where property == "labels":
-            return .list(items.map { canonical($0, property: nil) }.sorted { Wire.encode($0) < Wire.encode($1) })
+            return .list(items.map { canonical($0, property: nil) }.sorted { bytesPrecede(Wire.encode($0), Wire.encode($1)) })
         case .list(let items):
             return .list(items.map { canonical($0, property: nil) })
         case .link(let l):
@@ -45,16 +47,24 @@ enum SimOracle {
         }
     }
 
+    /// A primary key as a Swift dictionary key: every scalar past ASCII written as `\u{…}`, so that
+    /// two keys equal as Swift compares strings only when their bytes are.
+    static func name(of key: String) -> String {
+        key.unicodeScalars.map { $0.isASCII ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined()
+    }
+
+    static func bytesPrecede(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+
     /// The server's objects a device with `view` holds, as it holds them: links to objects
     /// outside the view read as none.
     static func view(_ view: SimView, of store: Store) throws -> [String: Value] {
         var keys = Set<String>()
-        for key in try store.objects("Item", where: view.query).primaryKeyValues() { if case .string(let k) = key { keys.insert(k) } }
+        for key in try store.objects("Item", where: view.query).primaryKeyValues() { if case .string(let k) = key { keys.insert(name(of: k)) } }
         var out = [String: Value]()
         for (key, value) in try snapshot(store) where keys.contains(key) {
             guard case .object(var d) = value else { continue }
-            if case .string(let target)? = d["ref"], !keys.contains(target) { d["ref"] = .null }
-            if case .list(let refs)? = d["refs"] { d["refs"] = .list(refs.filter { if case .string(let t) = $0 { keys.contains(t) } else { false } }) }
+            if case .string(let target)? = d["ref"], !keys.contains(name(of: target)) { d["ref"] = .null }
+            if case .list(let refs)? = d["refs"] { d["refs"] = .list(refs.filter { if case .string(let t) = $0 { keys.contains(name(of: t)) } else { false } }) }
             out[key] = .object(d)
         }
         return out

@@ -46,6 +46,8 @@ struct SimModel {
     }
 
     struct Object {
+        /// The primary key as written (`objects` is keyed by `SimOracle.name(of:)`).
+        var key = ""
         var created: Stamp?
         var erased: Stamp?
         /// Writes of fields and paths into embedded objects: (stamp, path, value).
@@ -58,7 +60,9 @@ struct SimModel {
         var listErased: [String: Set<ElementID>] = [:]
         var listSets: [String: [ElementID: (Stamp, Value)]] = [:]
         var listClears: [String: ElementID] = [:]
-        var members: [String: [String: Member]] = [:]
+        /// Set members (by their wire text) and dictionary keys, by their bytes: "é" and "e" with
+        /// a combining accent are two.
+        var members: [String: [[UInt8]: Member]] = [:]
         var clears: [String: Stamp] = [:]
     }
 
@@ -80,7 +84,7 @@ struct SimModel {
         for (n, ins) in cs.instructions.enumerated() where ins.className == schema.name {
             guard case .string(let key) = ins.primaryKey else { continue }
             let stamp = Stamp(clock: cs.clock, index: Int64(n))
-            var o = objects[key] ?? Object()
+            var o = objects[SimOracle.name(of: key)] ?? Object(key: key)
             let property = ins.property ?? ""
             switch ins.op {
             case .create: o.created = max(o.created ?? stamp, stamp)
@@ -102,12 +106,13 @@ struct SimModel {
                 o.listClears[property] = max(o.listClears[property] ?? point, point)
             case .setInsert, .setErase:
                 let v = ins.value ?? .null
-                let k = Wire.encode(v)
+                let k = Array(Wire.encode(v).utf8)
                 if (o.members[property]?[k]?.stamp).map({ $0 < stamp }) ?? true {
                     o.members[property, default: [:]][k] = Member(stamp: stamp, present: ins.op == .setInsert, value: v)
                 }
             case .dictionarySet, .dictionaryErase:
-                guard ins.path.count == 2, case .key(let k) = ins.path[1] else { break }
+                guard ins.path.count == 2, case .key(let name) = ins.path[1] else { break }
+                let k = Array(name.utf8)
                 if (o.members[property]?[k]?.stamp).map({ $0 < stamp }) ?? true {
                     o.members[property, default: [:]][k] = Member(stamp: stamp, present: ins.op == .dictionarySet, value: ins.value ?? .null)
                 }
@@ -116,7 +121,7 @@ struct SimModel {
             case .upsert, .evict, .keep:
                 break
             }
-            objects[key] = o
+            objects[SimOracle.name(of: key)] = o
         }
     }
 
@@ -141,7 +146,7 @@ struct SimModel {
         let floor = o.erased
         func alive(_ s: Stamp) -> Bool { floor.map { s > $0 } ?? true }
         var doc = Document()
-        doc[schema.primaryKey ?? "_id"] = .string(key)
+        doc[schema.primaryKey ?? "_id"] = .string(o.key)
         for p in schema.properties where p.name != schema.primaryKey && !p.isComputed {
             let target = p.objectType.flatMap { classes[$0] }
             let isLink = p.type == .object && target?.isEmbedded != true
@@ -185,8 +190,9 @@ struct SimModel {
             case .dictionary:
                 let clear = [o.clears[p.name], floor].compactMap { $0 }.max()
                 var d = Document()
-                for (k, m) in (o.members[p.name] ?? [:]).sorted(by: { $0.key < $1.key }) where m.present && (clear.map { m.stamp > $0 } ?? true) {
-                    d[k] = m.value
+                for (k, m) in (o.members[p.name] ?? [:]).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) })
+                where m.present && (clear.map { m.stamp > $0 } ?? true) {
+                    d[String(decoding: k, as: UTF8.self)] = m.value
                 }
                 doc[p.name] = .object(d)
             }
@@ -202,9 +208,10 @@ struct SimModel {
         return stamp > erased
     }
 
+    /// A link's target as `objects` names it.
     private func keyString(_ v: Value) -> String {
-        if case .string(let s) = v { return s }
-        if case .link(let l) = v, case .string(let s) = l.primaryKey { return s }
+        if case .string(let s) = v { return SimOracle.name(of: s) }
+        if case .link(let l) = v, case .string(let s) = l.primaryKey { return SimOracle.name(of: s) }
         return Wire.encode(v)
     }
 

@@ -33,7 +33,17 @@ enum SimSchema {
         return schema
     }()
 
-    static func key(_ k: Int) -> Value { .string("k\(k)") }
+    /// Keys 100 and 101 (`.lookalikes`) are canonically equivalent but not byte-equal: two
+    /// objects to SQLite, one to Swift's `String ==`.
+    static func key(_ k: Int) -> Value {
+        switch k {
+        case lookalikeKeys.lowerBound: return .string("k\u{E9}")
+        case lookalikeKeys.lowerBound + 1: return .string("ke\u{301}")
+        default: return .string("k\(k)")
+        }
+    }
+
+    static let lookalikeKeys = 100..<102
 }
 
 /// One write of a simulated device, on its realm as an app would write it. An operation on an
@@ -158,7 +168,8 @@ enum SimOp: Hashable, CustomStringConvertible {
 
     /// A random operation on one of `keys` keys, as device `device`'s `serial`-th write.
     static func random(_ r: inout SimRandom, keys: Int, device: Int, serial: Int, features: SimFeatures) -> SimOp {
-        let k = Int.random(in: 0..<keys, using: &r)
+        var k = Int.random(in: 0..<keys, using: &r)
+        if features.contains(.lookalikes), r.chance(0.2) { k = Int.random(in: SimSchema.lookalikeKeys, using: &r) }
         let word = "d\(device)-\(serial)"
         var kinds: [(Double, () -> SimOp)] = [
             (0.18, { .create(key: k, text: word, n: Int64(serial), tags: ["t\(device)", "u\(serial % 3)"], owned: features.contains(.permissions) && serial % 4 == 0) }),
@@ -168,7 +179,10 @@ enum SimOp: Hashable, CustomStringConvertible {
         ]
         var r2 = r
         let i = Int.random(in: 0..<8, using: &r2), j = Int.random(in: 0..<8, using: &r2)
-        let small = ["a", "b", "c", "d"][Int.random(in: 0..<4, using: &r2)]
+        // With `.lookalikes`, two of the set members and dictionary keys are canonically
+        // equivalent but not byte-equal: two values to SQLite, one to Swift's `String ==`.
+        let words = features.contains(.lookalikes) ? ["a", "b", "\u{E9}", "e\u{301}"] : ["a", "b", "c", "d"]
+        let small = words[Int.random(in: 0..<4, using: &r2)]
         r = r2
         if features.contains(.lists) {
             kinds += [(0.08, { .listInsert(key: k, at: i, word) }), (0.04, { .listErase(key: k, at: i) }),
@@ -210,5 +224,8 @@ struct SimFeatures: OptionSet, Hashable {
     static let links = SimFeatures(rawValue: 32)
     /// Objects only their creator's user may write (the others' writes are refused).
     static let permissions = SimFeatures(rawValue: 64)
-    static let all: SimFeatures = [.lists, .sets, .dictionaries, .counters, .embedded, .links, .permissions]
+    /// Primary keys, set members and dictionary keys that are canonically equivalent ("é" and
+    /// "e" with a combining accent), which must stay two.
+    static let lookalikes = SimFeatures(rawValue: 128)
+    static let all: SimFeatures = [.lists, .sets, .dictionaries, .counters, .embedded, .links, .permissions, .lookalikes]
 }
