@@ -303,6 +303,50 @@ def test_a_resume_from_a_forged_cursor_names_nothing_of_others(world: Dict[str, 
     assert "victim-" not in text and victim["user_id"] not in text, text[:2000]
 
 
+
+def test_a_lookalike_primary_key_reads_and_writes_nothing_of_anothers(world: Dict[str, Any]) -> None:
+    """The attacker owns "cafe" + combining accent, the victim "café" written as one code point:
+    equal as Swift's strings compare, two objects as SQLite and the rules see them. Caught up
+    after the victim's write, the attacker must not be sent the victim's object as one it holds;
+    its write to the victim's key must be refused, and its own key's accepted."""
+    server: Server = world["server"]
+    attacker = world["attacker"]
+    victim = world["victim"]
+    theirs, mine = "caf\u00e9-lookalike", "cafe\u0301-lookalike"
+    with Raw(server, APP, attacker["access_token"]) as conn:
+        conn.bind(schema=SCHEMA)
+        subscribe(conn, "owner_id == $0", [attacker["user_id"]], "Task", 1)
+        upload(conn, [create("Task", mine, {"owner_id": attacker["user_id"], "name": "own", "priority": 1})])
+        file = conn.file
+    with Raw(server, APP, victim["access_token"]) as conn:
+        conn.bind(schema=SCHEMA)
+        subscribe_all(conn, victim["user_id"])
+        upload(conn, [create("Task", theirs, {"owner_id": victim["user_id"], "name": "private lookalike",
+                                              "priority": 2})])
+    with Raw(server, APP, attacker["access_token"]) as conn:
+        conn.send({"type": "bind", "session": 1, "mode": "flexible", "file": file,
+                   "downloadCursor": 1, "uploadCursor": 0, "schema": SCHEMA})
+        conn.send({"type": "query", "session": 1, "version": 1, "complete": True, "queries": [
+            {"name": "q", "class": "Task", "query": "owner_id == $0", "args": [attacker["user_id"]]}]})
+        conn.send({"type": "mark", "session": 1, "request": 1})
+        got = conn.until(lambda m: m["type"] in ("mark", "error"))
+        assert [m for m in got if m["type"] == "error"] == [], got
+        text = json.dumps(got, ensure_ascii=False)
+        assert "private lookalike" not in text and victim["user_id"] not in text, text[:2000]
+        conn.client_version = 1  # the file's first changeset was the create above
+        conn.upload([{"op": "set", "class": "Task", "primaryKey": theirs, "path": ["name"], "value": "taken"},
+                     {"op": "set", "class": "Task", "primaryKey": mine, "path": ["name"], "value": "still mine"}])
+        got = conn.until(lambda m: m["type"] == "error")
+        assert got[-1]["code"] == "writeRejected", got
+        assert [w["primaryKey"] for w in got[-1]["compensatingWrites"]] == [theirs], got
+    tried()
+    with Raw(server, APP, victim["access_token"]) as conn:
+        conn.bind(schema=SCHEMA)
+        got = subscribe(conn, "owner_id == $0", [victim["user_id"]], "Task", 1)
+        text = json.dumps(got, ensure_ascii=False)
+        assert "private lookalike" in text and "taken" not in text, text[:2000]
+
+
 # MARK: - Subscription sets that break
 
 def test_an_empty_query_is_every_object_the_user_may_read(world: Dict[str, Any]) -> None:
