@@ -5,9 +5,9 @@ import PackageDescription
 // Layers (docs/architecture.md): CSQLite, CJansson <- AtollStore <- AtollJSON; AtollNet (epoll,
 // wslay, http-parser, OpenSSL); AtollProtocol on AtollStore and AtollJSON; the sync client
 // AtollSync and the sync server AtollServer on those (and AtollAuth); the C ABI AtollC on the
-// store, JSON and the sync client; the typed Swift API Atoll on AtollStore, and on AtollSync and
-// AtollProtocol only with the trait `Sync` (on by default: a local-only app turns it off and
-// links no network library); the atoll-cli executable on AtollJSON.
+// store, JSON and the sync client; the typed Swift API Atoll on AtollStore, and on AtollSync,
+// AtollProtocol and AtollNet only with the trait `Sync` (on by default: a local-only app turns it
+// off and links no network library); the atoll-cli executable on AtollJSON.
 let package = Package(
     name: "Atoll",
     products: [
@@ -55,7 +55,8 @@ let package = Package(
         .target(name: "AtollSync", dependencies: ["AtollStore", "AtollJSON", "AtollProtocol", "AtollNet", "AtollAuth", "CJansson"]),
         .executableTarget(name: "atoll-server", dependencies: ["AtollServer", "AtollNet", "AtollJSON", "AtollStore"]),
         .target(name: "Atoll", dependencies: ["AtollStore", .target(name: "AtollSync", condition: .when(traits: ["Sync"])),
-                                              .target(name: "AtollProtocol", condition: .when(traits: ["Sync"]))]),
+                                              .target(name: "AtollProtocol", condition: .when(traits: ["Sync"])),
+                                              .target(name: "AtollNet", condition: .when(traits: ["Sync"]))]),
         .target(
             name: "AtollC",
             dependencies: ["AtollStore", "AtollJSON", "AtollSync", "AtollProtocol", "CJansson"],

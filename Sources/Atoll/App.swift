@@ -1,5 +1,6 @@
 // Sync (the package trait `Sync`, on by default): absent from a local-only build.
 #if Sync
+import AtollNet
 import AtollProtocol
 import AtollStore
 import AtollSync
@@ -24,6 +25,8 @@ public typealias SyncError = AtollSync.SyncError
 public typealias SyncErrorCode = AtollProtocol.SyncErrorCode
 /// A write the server refused and undid (`SyncError.compensatingWrites`).
 public typealias CompensatingWrite = AtollProtocol.CompensatingWrite
+/// How an app reaches its server (`AppConfiguration.transport`).
+public typealias ClientTransport = AtollNet.ClientTransport
 
 // MARK: - Configuration
 
@@ -57,13 +60,17 @@ public struct AppConfiguration: Sendable, Equatable {
     public var defaultRequestTimeout: TimeInterval
     /// How long sync may wait for the server.
     public var syncTimeouts: SyncTimeoutOptions
+    /// How requests and the sync connection reach the server (Realm's `transport`): the network
+    /// by default; a server in the same process offers `SyncServer.inProcessTransport`.
+    public var transport: ClientTransport
 
     public init(baseURL: String? = nil, metadataDirectory: String? = nil, defaultRequestTimeout: TimeInterval = 60,
-                syncTimeouts: SyncTimeoutOptions = SyncTimeoutOptions()) {
+                syncTimeouts: SyncTimeoutOptions = SyncTimeoutOptions(), transport: ClientTransport = .network) {
         self.baseURL = baseURL
         self.metadataDirectory = metadataDirectory
         self.defaultRequestTimeout = defaultRequestTimeout
         self.syncTimeouts = syncTimeouts
+        self.transport = transport
     }
 
     var resolvedBaseURL: String { baseURL ?? "http://127.0.0.1:9090" }
@@ -72,7 +79,7 @@ public struct AppConfiguration: Sendable, Equatable {
     /// The engine's configuration of an app.
     func engine(appId: String) -> AtollSync.ClientAppConfiguration {
         AtollSync.ClientAppConfiguration(appId: appId, baseURL: resolvedBaseURL, metadataDirectory: resolvedMetadataDirectory,
-                                   requestTimeout: defaultRequestTimeout, connectTimeout: syncTimeouts.connectTimeout)
+                                   requestTimeout: defaultRequestTimeout, connectTimeout: syncTimeouts.connectTimeout, transport: transport)
     }
 }
 

@@ -25,6 +25,13 @@ public struct HTTPClientResponse: Sendable {
     public var status: Int
     public var headers: HTTPHeaders
     public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
     /// The body as UTF-8 text ("" if it is not UTF-8).
     public var text: String { String(validating: body, as: UTF8.self) ?? "" }
     /// Decodes a JSON body.
@@ -41,6 +48,21 @@ public enum HTTPClient {
     public static func request(_ method: String, _ url: String, headers: HTTPHeaders = [:], body: [UInt8] = [],
                                timeout: Double = 30, tls: TLSClientConfiguration = TLSClientConfiguration(),
                                maxResponseBytes: Int = 64 << 20, loop: EventLoop = .shared) async throws -> HTTPClientResponse {
+        let (target, method, request) = try encode(method, url, headers: headers, body: body)
+        let outcome = try await ClientConnection.open(
+            target: target, request: request, purpose: .http(head: method == "HEAD"),
+            timeout: timeout, tls: tls, maxBodyBytes: maxResponseBytes, loop: loop)
+        guard case let .response(response) = outcome else { throw NetError.protocolError("unexpected upgrade") }
+        return response
+    }
+
+    /// The bytes `request` sends for these arguments (for a server answering in process).
+    public static func requestBytes(_ method: String, _ url: String, headers: HTTPHeaders = [:], body: [UInt8] = []) throws -> [UInt8] {
+        try encode(method, url, headers: headers, body: body).request
+    }
+
+    private static func encode(_ method: String, _ url: String, headers: HTTPHeaders,
+                               body: [UInt8]) throws -> (target: Target, method: String, request: [UInt8]) {
         let target = try Target(url, webSocket: false)
         let method = method.uppercased()
         guard !method.isEmpty, method.allSatisfy({ $0.isLetter || $0 == "-" }) else {
@@ -55,11 +77,7 @@ public enum HTTPClient {
         }
         if !body.isEmpty || ["POST", "PUT", "PATCH"].contains(method) { head += "Content-Length: \(body.count)\r\n" }
         head += "Connection: close\r\n\r\n"
-        let outcome = try await ClientConnection.open(
-            target: target, request: Array(head.utf8) + body, purpose: .http(head: method == "HEAD"),
-            timeout: timeout, tls: tls, maxBodyBytes: maxResponseBytes, loop: loop)
-        guard case let .response(response) = outcome else { throw NetError.protocolError("unexpected upgrade") }
-        return response
+        return (target, method, Array(head.utf8) + body)
     }
 }
 

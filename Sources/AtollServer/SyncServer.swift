@@ -33,6 +33,10 @@ extension WebSocket: SyncTransport {
     package var remoteAddress: String { request?.remoteAddress ?? "" }
 }
 
+extension MemorySocket: SyncTransport {
+    package var remoteAddress: String { "in-process" }
+}
+
 /// One client's connection: a user of one app, carrying any number of sessions.
 package final class SyncConnection: @unchecked Sendable {
     let transport: any SyncTransport
@@ -68,8 +72,9 @@ package final class SyncConnection: @unchecked Sendable {
         queries = TokenBucket(rate: app.limits.maxQueriesPerSecond)
     }
 
-    /// Reads the messages of a WebSocket (this connection's transport).
-    func start(on socket: WebSocket) {
+    /// Reads the messages of its socket: a WebSocket, or the server's end of an in-process pipe
+    /// (this connection's transport).
+    func start(on socket: any MessageSocket) {
         app.metrics.update { c in
             c.connections += 1
             c.connectionsOpened += 1
@@ -371,16 +376,21 @@ public final class SyncServer: @unchecked Sendable {
     /// The admin console's page.
     public var adminURL: String { http.url + "/admin" }
 
-    public func start() throws {
-        try http.start()
+    /// Starts the server's work: its listener (unless `listening` is false: a server reached only
+    /// through `inProcessTransport` opens no port), the metrics history, and with a shared
+    /// PostgreSQL storage the notifications of other instances.
+    public func start(listening: Bool = true) throws {
+        if listening { try http.start() }
         metricsHistory.start()
         listener?.start()
-        log.info("listening", ["url": url, "apps": apps.keys.sorted().joined(separator: ","), "data": configuration.dataDirectory])
+        log.info(listening ? "listening" : "started in process",
+                 ["url": listening ? url : "", "apps": apps.keys.sorted().joined(separator: ","), "data": configuration.dataDirectory])
     }
 
     /// Stops accepting, closes WebSockets (clients resume elsewhere or later), waits for the
     /// integration in progress to commit, closes the stores and lets the data directory go.
     public func shutdown() async {
+        closeInProcess()
         await http.shutdown()
         metricsHistory.stop()
         listener?.stop()
@@ -405,14 +415,11 @@ public final class SyncServer: @unchecked Sendable {
                        authorize: { [self] request in
                            do {
                                let (app, user, _) = try authenticate(request)
-                               if app.tooManyConnections(of: user.id) {
-                                   var response = HTTPResponse.error(.tooManyRequests, "this user has \(app.limits.maxConnectionsPerUser) sync "
-                                                                     + "connections open already (maxConnectionsPerUser)")
-                                   response.headers["Retry-After"] = "10"
-                                   return response
-                               }
+                               try admit(user, to: app)
                            } catch let e as HTTPError {
-                               return HTTPResponse.error(e.status, e.message)
+                               var response = HTTPResponse.error(e.status, e.message)
+                               if e.status == .tooManyRequests { response.headers["Retry-After"] = "10" }
+                               return response
                            } catch {
                                return HTTPResponse.error(.unauthorized, "\(error)")
                            }
@@ -435,12 +442,18 @@ public final class SyncServer: @unchecked Sendable {
 
     /// The app and user of a sync request, from its path and access token.
     func authenticate(_ request: HTTPRequest) throws -> (ServerApp, RuleUser, AuthService.AccessGrant) {
-        let id = request.pathParameters["app"] ?? ""
+        try authenticate(app: request.pathParameters["app"] ?? "", token: Self.bearer(request.headers) ?? request.queryItems["access_token"])
+    }
+
+    /// The token of an `Authorization: Bearer` header.
+    private static func bearer(_ headers: HTTPHeaders) -> String? {
+        guard let header = headers["authorization"], header.lowercased().hasPrefix("bearer ") else { return nil }
+        return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// The app and user of a sync connection: the app's id and the access token it was opened with.
+    private func authenticate(app id: String, token: String?) throws -> (ServerApp, RuleUser, AuthService.AccessGrant) {
         guard let app = apps[id], let service = auth[id] else { throw HTTPError(.notFound, "no app '\(id)'") }
-        var token = request.queryItems["access_token"]
-        if let header = request.headers["authorization"], header.lowercased().hasPrefix("bearer ") {
-            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        }
         guard let token, !token.isEmpty else { throw HTTPError(.unauthorized, "an access token is needed") }
         do {
             let grant = try service.verifyAccess(token)
@@ -449,6 +462,80 @@ public final class SyncServer: @unchecked Sendable {
         } catch {
             throw HTTPError(.unauthorized, "\(error)")
         }
+    }
+
+    /// Refuses a user's sync connection past `maxConnectionsPerUser` (`.tooManyRequests`).
+    private func admit(_ user: RuleUser, to app: ServerApp) throws {
+        guard app.tooManyConnections(of: user.id) else { return }
+        throw HTTPError(.tooManyRequests, "this user has \(app.limits.maxConnectionsPerUser) sync connections open already (maxConnectionsPerUser)")
+    }
+
+    // MARK: - In process
+
+    /// A client transport that reaches this server inside the process, without a socket: app API
+    /// requests are answered as the HTTP server answers them (its parser and routes), and the
+    /// sync connection is a `MemorySocket` pipe opened with the checks of the WebSocket endpoint
+    /// (app, access token, `maxConnectionsPerUser`). The server need not be started. Tests use
+    /// it; so may a host that runs server and clients in one process.
+    /// One transport per server (transports are equal when they are the same object).
+    public var inProcessTransport: ClientTransport {
+        inProcess.withLock { made in
+            if let made { return made }
+            let transport = ClientTransport(
+                request: { [weak self] method, url, headers, body, _, _ in
+                    // A server that shut down answers no more, as its closed port would not.
+                    guard let self, !self.inProcessClosed.withLock({ $0 }) else { throw NetError.closed("the server shut down") }
+                    let response = await self.http.answer(raw: try HTTPClient.requestBytes(method, url, headers: headers, body: body))
+                    return HTTPClientResponse(status: response.status.code, headers: response.headers, body: response.body)
+                },
+                connect: { [weak self] url, options in
+                    guard let self else { throw NetError.closed("the server is gone") }
+                    return try self.connectInProcess(url, options)
+                })
+            made = transport
+            return transport
+        }
+    }
+
+    private let inProcess = Mutex<ClientTransport?>(nil)
+
+    /// Opens a sync connection in process: the client's end of the pipe. Refusals are the
+    /// endpoint's: `NetError.upgradeRefused` with the HTTP status it would answer.
+    private func connectInProcess(_ url: String, _ options: WebSocketClientOptions) throws -> MemorySocket {
+        // .../app/<id>/realm-sync
+        let parts = (URL(string: url)?.path ?? "").split(separator: "/").map(String.init)
+        guard parts.count >= 2, parts.last == "realm-sync", !inProcessClosed.withLock({ $0 }) else {
+            throw NetError.upgradeRefused(404)
+        }
+        let (app, user, grant): (ServerApp, RuleUser, AuthService.AccessGrant)
+        do {
+            (app, user, grant) = try authenticate(app: parts[parts.count - 2], token: Self.bearer(options.headers))
+            try admit(user, to: app)
+        } catch let e as HTTPError {
+            throw NetError.upgradeRefused(e.status.code)
+        }
+        let (client, server) = MemorySocket.pair(label: "atoll.sync.in-process")
+        inProcessSockets.withLock { all in
+            all.removeAll { $0.value == nil }
+            all.append(WeakSocket(value: server))
+        }
+        SyncConnection(transport: server, user: user, app: app, session: grant.session, expiresAt: grant.expiresAt).start(on: server)
+        return client
+    }
+
+    /// The server's ends of the in-process connections (closed with 1001 by `shutdown`, as the
+    /// WebSockets are), and whether it shut down.
+    private let inProcessSockets = Mutex<[WeakSocket]>([])
+    private struct WeakSocket { weak var value: MemorySocket? }
+    private let inProcessClosed = Mutex(false)
+
+    private func closeInProcess() {
+        inProcessClosed.withLock { $0 = true }
+        let sockets = inProcessSockets.withLock { all in
+            defer { all = [] }
+            return all.compactMap(\.value)
+        }
+        for s in sockets { s.close(code: 1001, reason: "server shutting down") }
     }
 
     /// Answers one HTTP request given as raw bytes, in process, as the server's connections do

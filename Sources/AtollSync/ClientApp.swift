@@ -66,15 +66,19 @@ public struct ClientAppConfiguration: Sendable {
     /// How long connecting the sync WebSocket may take before a `timeout` error.
     public var connectTimeout: Double
     public var tls: TLSClientConfiguration
+    /// How requests and the sync connection reach the server: the network by default; a server
+    /// in the same process offers `SyncServer.inProcessTransport`.
+    public var transport: ClientTransport
 
     public init(appId: String, baseURL: String = "http://127.0.0.1:9090", metadataDirectory: String = ".",
-                requestTimeout: Double = 60, connectTimeout: Double = 10) {
+                requestTimeout: Double = 60, connectTimeout: Double = 10, transport: ClientTransport = .network) {
         self.appId = appId
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.metadataDirectory = metadataDirectory
         self.requestTimeout = requestTimeout
         self.connectTimeout = connectTimeout
         tls = TLSClientConfiguration()
+        self.transport = transport
     }
 }
 
@@ -164,9 +168,8 @@ public final class ClientApp: @unchecked Sendable {
         if let bearer { headers["Authorization"] = "Bearer \(bearer)" }
         let response: HTTPClientResponse
         do {
-            response = try await HTTPClient.request(method, apiBase + path, headers: headers,
-                                                    body: body.map { Array(Wire.encode($0).utf8) } ?? [],
-                                                    timeout: configuration.requestTimeout, tls: configuration.tls)
+            response = try await configuration.transport.request(method, apiBase + path, headers, body.map { Array(Wire.encode($0).utf8) } ?? [],
+                                                                 configuration.requestTimeout, configuration.tls)
         } catch let e as NetError {
             if case .timeout = e { throw SyncError(.timeout, "the app API did not answer in time: \(e)") }
             throw SyncError(.connectionFailed, "cannot reach \(configuration.baseURL): \(e)")

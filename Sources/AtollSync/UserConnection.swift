@@ -27,7 +27,7 @@ protocol SessionConnection: AnyObject, Sendable {
     func stop()
 }
 
-/// The one WebSocket of a user to the server, carrying the sessions of all its synced realms
+/// The one WebSocket of a user to the server (or, with an in-process transport, its pipe), carrying the sessions of all its synced realms
 /// (docs/protocol.md, "Connection"). Connects when a session needs it, reconnects with backoff after a cut, refreshes
 /// the access token when the server refuses it. Everything happens on `queue`.
 final class UserConnection: SessionConnection, @unchecked Sendable {
@@ -35,7 +35,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
     let user: ClientUser
     private let url: String
     private let configuration: ClientAppConfiguration
-    private var socket: WebSocket?
+    private var socket: (any MessageSocket)?
     /// Large messages decoded on another core while the queue is busy.
     private let parseAhead = ParseAhead()
     /// The generation of the connection attempt in flight, if any. An attempt whose generation
@@ -157,20 +157,20 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         options.tls = configuration.tls
         options.webSocket.maxMessageBytes = 64 << 20
         options.webSocket.pingInterval = 30
-        let user = self.user
+        let user = self.user, transport = configuration.transport
         Task { [self] in
             do {
                 var token = try await user.validAccessToken()
                 options.headers = ["Authorization": "Bearer \(token)"]
-                let ws: WebSocket
+                let ws: any MessageSocket
                 do {
-                    ws = try await WebSocket.connect(to: url, options: options)
+                    ws = try await transport.connect(url, options)
                 } catch NetError.upgradeRefused(401) {
                     // The token was refused (revoked signing key, clock skew): refresh once.
                     try await user.refreshAccessToken()
                     token = user.accessToken
                     options.headers = ["Authorization": "Bearer \(token)"]
-                    ws = try await WebSocket.connect(to: url, options: options)
+                    ws = try await transport.connect(url, options)
                 }
                 queue.async { self.opened(ws, gen) }
             } catch {
@@ -179,7 +179,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         }
     }
 
-    private func opened(_ ws: WebSocket, _ gen: Int) {
+    private func opened(_ ws: any MessageSocket, _ gen: Int) {
         guard gen == connectingGeneration else {
             // A stale attempt: the connection was dropped or made again since it started.
             ws.close(code: 1000, reason: "not needed")
@@ -234,7 +234,7 @@ final class UserConnection: SessionConnection, @unchecked Sendable {
         }
     }
 
-    private func event(_ event: WebSocketEvent, _ message: ParsedMessage<ServerMessage>?, _ ws: WebSocket) {
+    private func event(_ event: WebSocketEvent, _ message: ParsedMessage<ServerMessage>?, _ ws: any MessageSocket) {
         guard ws === socket else { return }
         switch event {
         case .text:

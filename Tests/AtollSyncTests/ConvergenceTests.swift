@@ -1,4 +1,5 @@
 import AtollJSON
+import AtollNet
 import AtollProtocol
 import AtollServer
 import AtollStore
@@ -64,12 +65,18 @@ final class ConvergenceTests: XCTestCase {
     """
 
     /// The server: one instance, or on PostgreSQL several sharing one database (clients spread
-    /// over them, restarts one instance at a time).
-    final class Server {
+    /// over them, restarts one instance at a time). Clients reach their instance in process
+    /// (`transport(for:)`), and the instance that replaces it after a restart, as they would
+    /// at the same URL.
+    final class Server: @unchecked Sendable {
         let directory: String
         var configuration = ServerConfiguration()
-        private(set) var instances: [SyncServer] = []
-        private var ports: [Int] = []
+        private let lock = NSLock()
+        private var running: [SyncServer] = []
+        private(set) var instances: [SyncServer] {
+            get { lock.withLock { running } }
+            set { lock.withLock { running = newValue } }
+        }
         private var restarted = 0
 
         init(directory: String, instances count: Int) throws {
@@ -78,23 +85,27 @@ final class ConvergenceTests: XCTestCase {
             configuration.logLevel = .error
             configuration.postgresURL = try TestPostgres.syncStoreURL()
             for i in 0..<count {
-                let s = try SyncServer(configuration: configuration(i, port: 0))
-                try s.start()
+                let s = try SyncServer(configuration: configuration(i))
+                try s.start(listening: false)
                 instances.append(s)
-                ports.append(s.port)
             }
         }
 
         /// Instance `i`'s configuration: its own data directory (on PostgreSQL, its cache).
-        private func configuration(_ i: Int, port: Int) -> ServerConfiguration {
+        private func configuration(_ i: Int) -> ServerConfiguration {
             var c = configuration
-            c.port = port
             c.dataDirectory = directory + (i == 0 ? "/server" : "/server-\(i)")
             return c
         }
 
-        /// The instance client `n` talks to.
-        func url(for n: Int) -> String { instances[n % instances.count].url }
+        /// The way client `n` reaches its instance.
+        func transport(for n: Int) -> ClientTransport {
+            .forwarding { [weak self] in
+                guard let self else { return nil }
+                let all = self.instances
+                return all[n % all.count].inProcessTransport
+            }
+        }
 
         func stop() {
             for s in instances {
@@ -107,7 +118,7 @@ final class ConvergenceTests: XCTestCase {
             }
         }
 
-        /// Stops one instance (each in turn) and starts it again on the same port and data.
+        /// Stops one instance (each in turn) and starts it again on the same data.
         func restart() throws {
             let i = restarted % instances.count
             restarted += 1
@@ -118,8 +129,9 @@ final class ConvergenceTests: XCTestCase {
                 done.signal()
             }
             done.wait()
-            instances[i] = try SyncServer(configuration: configuration(i, port: ports[i]))
-            try instances[i].start()
+            let again = try SyncServer(configuration: configuration(i))
+            try again.start(listening: false)
+            instances[i] = again
         }
     }
 
@@ -157,8 +169,9 @@ final class ConvergenceTests: XCTestCase {
         var clients = [Client]()
         let sharedUser = max(2, clientCount / 2)
         for i in 0..<clientCount {
-            let app = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: server.url(for: i),
-                                                              metadataDirectory: directory + "/app\(i)", connectTimeout: 5))
+            let app = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: "http://in-process",
+                                                              metadataDirectory: directory + "/app\(i)", connectTimeout: 5,
+                                                              transport: server.transport(for: i)))
             let user: ClientUser
             if i < sharedUser {
                 if i == 0 { try runToCompletion { try await app.registerEmail("devices@example.com", password: "secret-1") } }

@@ -11,10 +11,13 @@ import Foundation
 import Synchronization
 import XCTest
 
-/// A server and clients in this process, over loopback: real sockets, real files.
+/// A server and clients in this process, with real files. The clients reach the server through
+/// its in-process transport (its HTTP parser and routes, and a `MemorySocket` for the sync
+/// connection: no port is opened), unless `network`: then over loopback, with real sockets.
 final class SyncHarness: @unchecked Sendable {
     let directory: String
     let server: SyncServer
+    let network: Bool
 
     static let schemaJSON = """
     [{"name": "Task", "primaryKey": "_id", "properties": {"_id": "string", "name": "string?", "owner_id": "string?",
@@ -33,7 +36,9 @@ final class SyncHarness: @unchecked Sendable {
 
     /// `postgresURL`: the PostgreSQL database to keep the server's data in (default: a new one in
     /// a run on PostgreSQL, none on SQLite).
-    init(config: String? = nil, postgresURL: String? = nil, authHooks: (@Sendable (inout AuthConfigurationProxy) -> Void)? = nil) throws {
+    init(config: String? = nil, postgresURL: String? = nil, network: Bool = false,
+         authHooks: (@Sendable (inout AuthConfigurationProxy) -> Void)? = nil) throws {
+        self.network = network
         directory = NSTemporaryDirectory() + "atoll-sync-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var configuration = ServerConfiguration()
@@ -47,7 +52,7 @@ final class SyncHarness: @unchecked Sendable {
         configuration.logLevel = .error
         configuration.postgresURL = try postgresURL ?? TestPostgres.syncStoreURL()
         server = try SyncServer(configuration: configuration)
-        try server.start()
+        try server.start(listening: network)
     }
 
     /// Shuts the server down (once); the directory stays until the harness goes.
@@ -72,7 +77,12 @@ final class SyncHarness: @unchecked Sendable {
     }
 
     func app(_ name: String, appId: String = "default") throws -> ClientApp {
-        try ClientApp(configuration: ClientAppConfiguration(appId: appId, baseURL: server.url, metadataDirectory: directory + "/\(name)", connectTimeout: 5))
+        try ClientApp(configuration: appConfiguration(name, appId: appId))
+    }
+
+    func appConfiguration(_ name: String, appId: String = "default") -> ClientAppConfiguration {
+        ClientAppConfiguration(appId: appId, baseURL: network ? server.url : "http://in-process", metadataDirectory: directory + "/\(name)",
+                               connectTimeout: 5, transport: network ? .network : server.inProcessTransport)
     }
 
     /// Opens a synced realm for a user: the session and the app's own store handle.
@@ -131,8 +141,14 @@ final class SyncTests: XCTestCase {
         XCTAssertNil(server)
     }
 
-    func testTwoClientsShareDataLive() throws {
-        let h = try SyncHarness()
+    func testTwoClientsShareDataLive() throws { try shareDataLive(network: false) }
+
+    /// The same over loopback: the network transport (HTTP client, WebSocket, the server's
+    /// listener) gives what the in-process one gives.
+    func testTwoClientsShareDataLiveOverLoopback() throws { try shareDataLive(network: true) }
+
+    private func shareDataLive(network: Bool) throws {
+        let h = try SyncHarness(network: network)
         let (sa, storeA, sb, storeB) = try h.twoClients()
         defer { sa.release(); sb.release() }
 
@@ -147,7 +163,10 @@ final class SyncTests: XCTestCase {
         XCTAssertEqual(t1?["name"], .string("Buy milk"))
         XCTAssertEqual(t1?["tags"], .list([.string("home"), .string("shop")]))
 
-        // Both edit: different fields merge, list inserts both survive.
+        // Both edit, neither having seen the other's edit (offline): different fields merge,
+        // list inserts both survive, each where its writer put it.
+        sa.pause()
+        sb.pause()
         try storeA.write {
             try storeA.listInsert("Task", primaryKey: .string("t1"), property: "tags", .string("a-first"), at: 0)
             _ = try storeA.create("Task", ["_id": .string("t1"), "done": .bool(true)], update: .modified)
@@ -156,6 +175,8 @@ final class SyncTests: XCTestCase {
             try storeB.listInsert("Task", primaryKey: .string("t1"), property: "tags", .string("b-last"), at: 2)
             _ = try storeB.create("Task", ["_id": .string("t1"), "priority": .int(5)], update: .modified)
         }
+        sa.resume()
+        sb.resume()
         for s in [sa, sb] { try s.waitForUpload(timeout: 10) }
         for s in [sa, sb] { try s.waitForDownload(timeout: 10) }
         _ = try storeA.refresh()
@@ -445,6 +466,8 @@ final class SyncRulesTests: XCTestCase {
         XCTAssertEqual(try storeA.objects("Task").count(), 2)
     }
 
+    /// On sockets: what it checks is the network transport's own timeout on a TCP peer that
+    /// accepts and never answers.
     func testAnUnreachableServerIsATimeoutOrAConnectionFailure() throws {
         // A listener that never answers: connecting times out.
         let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -484,33 +507,19 @@ final class SyncRulesTests: XCTestCase {
     /// ended, connects again at once (it used to wait on the stale attempt, and then never
     /// connect: a pause cutting an upload left it "connecting" for good).
     func testAResumeDuringAConnectAttemptConnectsAgain() throws {
-        // A listener that accepts and never answers: each attempt hangs until its timeout.
-        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        listen(silent, 8)
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(silent, $0, &len) } }
-        let port = Int(UInt16(bigEndian: addr.sin_port))
-        let accepted = Mutex(0)
-        let acceptor = Thread {
-            var held = [Int32]()
-            while true {
-                let c = accept(silent, nil, nil)
-                if c < 0 { break }
-                held.append(c)
-                accepted.withLock { $0 += 1 }
-            }
-            for c in held { close(c) }
-        }
-        acceptor.start()
-        defer { shutdown(silent, Int32(SHUT_RDWR)); close(silent) }
+        // A transport whose connect never answers: each attempt hangs (for longer than the test).
+        let attempts = Mutex(0)
+        let hanging = ClientTransport(
+            request: { _, _, _, _, _, _ in throw NetError.closed("no app API here") },
+            connect: { _, _ in
+                attempts.withLock { $0 += 1 }
+                try await Task.sleep(for: .seconds(30))
+                throw NetError.timeout("connect")
+            })
         func waitForAttempts(_ n: Int, within seconds: Double) -> Bool {
             let deadline = Date().addingTimeInterval(seconds)
             while Date() < deadline {
-                if accepted.withLock({ $0 }) >= n { return true }
+                if attempts.withLock({ $0 }) >= n { return true }
                 usleep(20_000)
             }
             return false
@@ -519,8 +528,9 @@ final class SyncRulesTests: XCTestCase {
         let h = try SyncHarness()
         let app = try h.app("a")
         _ = try runToCompletion { try await app.login(.anonymous) }
-        let slow = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: "http://127.0.0.1:\(port)",
-                                                            metadataDirectory: h.directory + "/a", connectTimeout: 20))
+        var configuration = h.appConfiguration("a")
+        configuration.transport = hanging
+        let slow = try ClientApp(configuration: configuration)
         guard let user = slow.currentUser else { return XCTFail("the user was not kept") }
         var sync = ClientSyncConfiguration(mode: .flexible)
         sync.initialSubscriptions = [SubscriptionQuery(name: "all", className: "Task")]
@@ -547,7 +557,8 @@ final class SyncRulesTests: XCTestCase {
         // server's data, "unsynced" was written again and uploaded.
         XCTAssertNotNil(try r.store.object("Task", primaryKey: .string("unsynced")))
         XCTAssertNil(try r.store.object("Task", primaryKey: .string("synced")))
-        let other = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: r.server.url, metadataDirectory: r.dir + "/other"))
+        let other = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: "http://in-process", metadataDirectory: r.dir + "/other",
+                                                                        transport: r.transport))
         let otherUser = try runToCompletion { try await other.login(.anonymous) }
         let otherSession = try ClientSession.open(user: otherUser, storeConfiguration: Configuration(path: r.dir + "/o.realm", schema: SyncHarness.schema), sync: r.sync)
         defer { otherSession.release() }
@@ -790,9 +801,13 @@ final class ClientUserTests: XCTestCase {
     }
 }
 
-/// Client reset modes other than recovery.
+/// The server a scenario's clients reach now.
+final class CurrentServer: Sendable {
+    let server = Mutex<SyncServer?>(nil)
+}
+
 /// A client that synced, wrote while paused, and then found the server without its data (the
-/// server restarted on the same port with its users but not its data.realm); the session is
+/// server restarted with its users but not its data.realm, reached at the same URL); the session is
 /// resumed, so the reset is under way.
 final class ResetScenario {
     let dir = NSTemporaryDirectory() + "atoll-reset-\(UUID().uuidString)"
@@ -802,16 +817,23 @@ final class ResetScenario {
     let sync: ClientSyncConfiguration
     /// The server after the loss.
     let server: SyncServer
+    /// The clients' way to the server: to the first, and after the loss to the second (as a
+    /// server restarted on the same port is reached at the same URL).
+    let transport: ClientTransport
+    private let current = CurrentServer()
 
     init(_ mode: ClientResetStrategy) throws {
+        transport = .forwarding { [current] in current.server.withLock { $0?.inProcessTransport } }
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.dataDirectory = dir + "/server"
         configuration.logLevel = .error
         configuration.postgresURL = try TestPostgres.syncStoreURL()
         let first = try SyncServer(configuration: configuration)
-        try first.start()
-        let app = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: first.url, metadataDirectory: dir + "/app"))
+        try first.start(listening: false)
+        current.server.withLock { $0 = first }
+        let app = try ClientApp(configuration: ClientAppConfiguration(appId: "default", baseURL: "http://in-process",
+                                                                      metadataDirectory: dir + "/app", transport: transport))
         let user = try runToCompletion { try await app.login(.anonymous) }
         let errors = self.errors
         app.addErrorHandler { e, _ in errors.add(e) }
@@ -829,7 +851,6 @@ final class ResetScenario {
         try session.waitForUpload(timeout: 10)
         session.pause()
         try store.write { _ = try store.create("Task", ["_id": .string("unsynced")]) }
-        configuration.port = first.port
         _ = try runToCompletion { await first.shutdown() }
         if let url = configuration.postgresURL {
             try TestPostgres.forgetSyncData(url, app: "default")
@@ -837,7 +858,8 @@ final class ResetScenario {
             try FileManager.default.removeItem(atPath: dir + "/server/default/data.realm")
         }
         server = try SyncServer(configuration: configuration)
-        try server.start()
+        try server.start(listening: false)
+        current.server.withLock { $0 = server }
         session.resume()
     }
 

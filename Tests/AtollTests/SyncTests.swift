@@ -2,13 +2,14 @@ import Atoll
 import AtollTestSupport
 import Foundation
 import Observation
+import Synchronization
 import XCTest
 // Only the server's two types this test needs (the rest of AtollServer is not the typed API's).
 import struct AtollServer.ServerConfiguration
 import class AtollServer.SyncServer
 
 // The sync API of the typed layer, as Realm's documentation samples use it, against a server in
-// this process (real sockets on a free port, real files in a temporary directory).
+// this process (reached through its in-process transport, real files in a temporary directory).
 
 /// The `Task` of Realm's samples (`Task` is Swift's concurrency type here).
 final class Todo: Object {
@@ -27,18 +28,24 @@ final class Todo: Object {
     }
 }
 
-/// A server on a free port with its data, and the apps' metadata, in a temporary directory.
+/// A server with its data, and the apps' metadata, in a temporary directory. Its apps reach it
+/// through its in-process transport (its HTTP routes, and a `MemorySocket` for sync: no port).
 final class SyncFixture: @unchecked Sendable {
     let directory: URL
     let server: SyncServer
+    /// The transport the apps are given: to this server, or to a server that comes back in its
+    /// place (`init(..., replacing:)`), as a server restarted on the same port is reached.
+    let transport: ClientTransport
+    private let current: CurrentServer
     private let lock = NSLock()
     private var stopped = false
 
     /// The PostgreSQL database of a run on PostgreSQL (docs/testing.md), nil on SQLite.
     let postgresURL: String?
 
-    /// `postgresURL`: the database of an earlier fixture, for a server that comes back on it.
-    init(directory: URL, config: String?, port: Int = 0, postgresURL: String? = nil) throws {
+    /// `postgresURL`: the database of an earlier fixture, for a server that comes back on it;
+    /// `replacing`: that fixture, whose apps then reach this server.
+    init(directory: URL, config: String?, postgresURL: String? = nil, replacing earlier: SyncFixture? = nil) throws {
         self.directory = directory
         var configuration = ServerConfiguration()
         if let config {
@@ -46,16 +53,19 @@ final class SyncFixture: @unchecked Sendable {
             try config.write(toFile: file, atomically: true, encoding: .utf8)
             configuration = try ServerConfiguration(file: file)
         }
-        configuration.port = port
+        configuration.port = 0
         configuration.dataDirectory = directory.appendingPathComponent("server").path
         configuration.logLevel = .error
         self.postgresURL = try postgresURL ?? TestPostgres.syncStoreURL()
         configuration.postgresURL = self.postgresURL
         server = try SyncServer(configuration: configuration)
-        try server.start()
+        try server.start(listening: false)
+        current = earlier?.current ?? CurrentServer()
+        current.server.withLock { [server] in $0 = server }
+        transport = earlier?.transport ?? .forwarding { [current] in current.server.withLock { $0?.inProcessTransport } }
     }
 
-    /// Shuts the server down (once): its port is closed afterwards.
+    /// Shuts the server down (once): it answers no more afterwards.
     func stop() async {
         let first = lock.withLock { () -> Bool in
             defer { stopped = true }
@@ -67,8 +77,8 @@ final class SyncFixture: @unchecked Sendable {
     /// An app of the server, as one device sees it (its own metadata directory).
     func app(_ device: String, id: String = "default") -> App {
         App(id: id, configuration: AppConfiguration(
-            baseURL: server.url, metadataDirectory: directory.appendingPathComponent(device).path,
-            syncTimeouts: SyncTimeoutOptions(connectTimeout: 5, downloadTimeout: 15)))
+            baseURL: "http://in-process", metadataDirectory: directory.appendingPathComponent(device).path,
+            syncTimeouts: SyncTimeoutOptions(connectTimeout: 5, downloadTimeout: 15), transport: transport))
     }
 
     /// Two anonymous users of one device's app, each with a realm subscribed to every task.
@@ -90,6 +100,11 @@ final class SyncFixture: @unchecked Sendable {
         config.objectTypes = [Todo.self]
         return try await Realm(configuration: config, downloadBeforeOpen: .always)
     }
+}
+
+/// The server a fixture's apps reach now.
+final class CurrentServer: Sendable {
+    let server = Mutex<SyncServer?>(nil)
 }
 
 /// The states an `AsyncOpen` or `AutoOpen` went through, tracked with Observation.
@@ -463,7 +478,7 @@ final class SyncTests: XCTestCase {
             try realm.write { realm.add(Todo("kept on the device", owner: user.id)) }
             try await XCTUnwrap(realm.syncSession).wait(for: .upload)
 
-            await f.stop()   // the server's port is closed from now on
+            await f.stop()   // the server answers no more from now on
 
             let asyncOpen = AsyncOpen(app: app, configuration: config, timeout: 1)
             let autoOpen = AutoOpen(app: app, configuration: config, timeout: 1)
@@ -604,15 +619,14 @@ final class SyncTests: XCTestCase {
         session.pause()
         try realm.write { realm.add(Todo("unsynced", owner: ann.id)) }
 
-        // The server comes back on the same port without its data (its users kept).
-        let port = first.server.port
+        // The server comes back, reached at the same URL, without its data (its users kept).
         await first.stop()
         if let url = first.postgresURL {
             try TestPostgres.forgetSyncData(url, app: "default")
         } else {
             try FileManager.default.removeItem(at: directory.appendingPathComponent("server/default/data.realm"))
         }
-        let second = try SyncFixture(directory: directory, config: nil, port: port, postgresURL: first.postgresURL)
+        let second = try SyncFixture(directory: directory, config: nil, postgresURL: first.postgresURL, replacing: first)
         do {
             session.resume()
             let deadline = Date().addingTimeInterval(15)
