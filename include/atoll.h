@@ -204,6 +204,11 @@ void atoll_free(void *ptr);
  *   - "notifications" ("thread" or "host", default "thread"): who calls this handle's change
  *     callbacks (see Notifications below): a notifier thread of the library, or the host,
  *     which polls atoll_realm_notification_fd() and calls atoll_realm_deliver_notifications().
+ *   - "durability" ("full" or "normal", default "full"): what a commit that returned
+ *     survives. "full": a power loss or an operating system crash (the commit waits until the
+ *     log is on the disk, as Realm's commits do). "normal": a crash of the process only; after
+ *     a power loss or an OS crash the last commits may be gone, the file intact. See
+ *     docs/files.md, "Durability".
  *   Reads see the data as of the handle's last refresh (a snapshot): atoll_realm_refresh(),
  *   atoll_realm_begin_write() and each delivery of notifications move it to the newest data.
  *   Opening an existing file whose schema differs from "schema" only by additions (new
@@ -238,7 +243,8 @@ bool atoll_realm_begin_write(atoll_realm_t *realm);
 
 /**
  * Commits the write transaction: its changes and one change-log entry holding its instructions
- * become durable and visible to other handles together.
+ * become visible to other handles together, and survive what the configuration's "durability"
+ * promises (by default a power loss or an OS crash; with "normal" a crash of the process).
  * @return true on success; false with ATOLL_ERR_NOT_IN_WRITE, ATOLL_ERR_CLOSED, ATOLL_ERR_FILE
  *   (then the transaction has been rolled back).
  * Any thread.

@@ -214,7 +214,7 @@ public enum SchemaJSON {
 }
 
 /// Reads a store configuration from JSON: {"path", "inMemory", "schema", "schemaVersion",
-/// "readOnly", "writeTimeoutMs", "deleteRealmIfMigrationNeeded", "notifications"}.
+/// "readOnly", "writeTimeoutMs", "deleteRealmIfMigrationNeeded", "notifications", "durability"}.
 public enum ConfigurationJSON {
     /// - Throws: `.invalidJSON`, `.invalidArgument` (unknown keys, wrong types), `.schema`.
     public static func configuration(_ text: UnsafePointer<CChar>) throws -> Configuration {
@@ -262,6 +262,11 @@ public enum ConfigurationJSON {
                     throw AtollError(.invalidArgument, "configuration \"notifications\" must be \"thread\" or \"host\"")
                 }
                 config.notificationDelivery = mode
+            case "durability":
+                guard v.pointee.type == JSON_STRING, let d = Durability(rawValue: String(cString: json_string_value(v))) else {
+                    throw AtollError(.invalidArgument, "configuration \"durability\" must be \"full\" or \"normal\"")
+                }
+                config.durability = d
             default:
                 throw AtollError(.invalidArgument, "unknown configuration key \"\(key)\"")
             }

@@ -163,6 +163,10 @@ public struct ServerConfiguration: Sendable {
     /// Such an upload gets `clockAhead` and the connection closes; the client retries after a
     /// backoff and gets through once the server's time is near enough.
     public var maxClockAheadSeconds = 60
+    /// What a commit of the apps' stores survives, and so an acknowledged upload (`"durability"`):
+    /// `.full` (the default) a power loss or an operating system crash, `.normal` a crash of
+    /// the process only. The users files are always `.full`.
+    public var durability: Durability = .full
     /// Seconds a connection has to send its first byte after it was accepted, and a request head
     /// once it started one; silent sockets are closed after that, so that they cannot hold the
     /// connection slots (`maxConnections`) that everyone else needs.
@@ -239,6 +243,12 @@ public struct ServerConfiguration: Sendable {
                 throw AtollError(.invalidArgument, "maxClockAheadSeconds must be an integer from 0 (no limit) to 315360000 (ten years)")
             }
             maxClockAheadSeconds = Int(n)
+        }
+        if let v = d["durability"] {
+            guard let text = v.stringValue, let mode = Durability(rawValue: text) else {
+                throw AtollError(.invalidArgument, "durability must be \"full\" or \"normal\"")
+            }
+            durability = mode
         }
         if let v = d["headerTimeoutSeconds"] {
             guard let n = v.doubleValue, n.isFinite, n > 0, n <= 3600 else {

@@ -145,8 +145,15 @@ package final class ServerApp: @unchecked Sendable {
         try self.init(configuration: configuration, directory: directory, log: log, metrics: metrics, storage: LocalSyncStorage())
     }
 
-    init(configuration: ServerAppConfiguration, directory: String, log: Logger, metrics: Metrics, storage: SyncStorage) throws {
+    /// What a commit of the app's store survives.
+    let durability: Durability
+
+    /// `durability`: what a commit of the app's store survives (the server's `"durability"`);
+    /// an upload is acknowledged after its commit.
+    init(configuration: ServerAppConfiguration, directory: String, log: Logger, metrics: Metrics, storage: SyncStorage,
+         durability: Durability = .full) throws {
         self.configuration = configuration
+        self.durability = durability
         self.log = log
         self.metrics = metrics
         self.storage = storage
@@ -158,25 +165,30 @@ package final class ServerApp: @unchecked Sendable {
         try PrivateFiles.directory(directory, tighten: true)
         path = directory + (storage is LocalSyncStorage ? "/data.realm" : "/cache.realm")
         try PrivateFiles.file(path)
-        store = try Self.open(path: path, schema: configuration.schema)
+        store = try Self.open(path: path, schema: configuration.schema, durability: durability)
         try ServerSyncTables.create(store)
         latestVersion = try storage.open(self)
     }
 
-    static func open(path: String, schema: Schema?, version: UInt64? = nil) throws -> Store {
+    static func open(path: String, schema: Schema?, version: UInt64? = nil, durability: Durability) throws -> Store {
+        func configuration(_ schema: Schema?, _ version: UInt64) -> Configuration {
+            var c = Configuration(path: path, schema: schema, schemaVersion: version)
+            c.durability = durability
+            return c
+        }
         if let schema {
             // Additive changes (development mode, or a config that gained classes) migrate by
             // themselves with a new schema version.
             do {
-                return try Store(Configuration(path: path, schema: schema, schemaVersion: version ?? 0))
+                return try Store(configuration(schema, version ?? 0))
             } catch let e as AtollError where e.code == .schemaMismatch {
                 let current = try Store(Configuration(path: path))
                 let next = current.schemaVersion + 1
                 current.close()
-                return try Store(Configuration(path: path, schema: schema, schemaVersion: next))
+                return try Store(configuration(schema, next))
             }
         }
-        return try Store(Configuration(path: path))
+        return try Store(configuration(nil, 0))
     }
 
     /// Set by `close` (on the queue): a catch-up the listener queued after it does nothing, and
@@ -360,7 +372,7 @@ package final class ServerApp: @unchecked Sendable {
     func replaceSchema(_ merged: Schema) throws {
         let next = store.schemaVersion + 1
         store.close()
-        store = try Self.open(path: path, schema: merged, version: next)
+        store = try Self.open(path: path, schema: merged, version: next, durability: durability)
         for s in sessions.values.flatMap(\.values) { try? computeViews(s) }
     }
 }

@@ -335,7 +335,8 @@ public final class SyncServer: @unchecked Sendable {
             let storage: SyncStorage = try configuration.postgresURL.map {
                 try PostgresSyncStorage(url: $0, appId: app.id, objectsPerBatch: configuration.postgresCatchUpBatch)
             } ?? LocalSyncStorage()
-            let syncApp = try ServerApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage)
+            let syncApp = try ServerApp(configuration: app, directory: directory, log: log, metrics: metrics, storage: storage,
+                                        durability: configuration.durability)
             syncApp.limits = limits
             apps[app.id] = syncApp
             var authConfiguration = try app.auth.map { try AuthConfiguration(appId: app.id, json: $0, keyFiles: !app.authFromConsole) }

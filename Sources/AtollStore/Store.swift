@@ -33,6 +33,10 @@ public struct Configuration: Sendable {
     /// The time the change log records for each commit (sync stamps a commit's changeset with
     /// it); nil reads the system clock. A simulation gives each device a clock of its own.
     public var commitClock: (@Sendable () -> Timestamp)?
+    /// What a commit that returned survives (docs/files.md, "Durability"): `.full` (the
+    /// default, as Realm's commits) a power loss or an operating system crash; `.normal` a crash
+    /// of the process only, for fewer writes to the disk.
+    public var durability: Durability = .full
 
     public init(path: String? = nil, inMemory: Bool = false, schema: Schema? = nil, schemaVersion: UInt64 = 0,
                 readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil,
@@ -48,6 +52,16 @@ public struct Configuration: Sendable {
         self.writeTimeoutMilliseconds = writeTimeoutMilliseconds
         self.shouldCompactOnLaunch = shouldCompactOnLaunch
     }
+}
+
+/// What a commit that returned survives.
+public enum Durability: String, Sendable, CaseIterable {
+    /// A power loss or an operating system crash: the commit waits until the log is on the
+    /// disk (SQLite's `synchronous=FULL`).
+    case full
+    /// A crash of the process; after a power loss or an operating system crash the last
+    /// commits may be gone, the file intact (SQLite's `synchronous=NORMAL` in WAL mode).
+    case normal
 }
 
 /// How `create` treats an object whose primary key exists already (Realm's `UpdatePolicy`).
@@ -170,7 +184,7 @@ public final class Store: @unchecked Sendable {
                     try Store.checkWritable(conn, path: configuration.path ?? "")
                     try conn.execute("PRAGMA journal_mode=WAL")
                 }
-                try conn.execute("PRAGMA synchronous=NORMAL")
+                try conn.execute(configuration.durability == .full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
                 // A handle that holds an old snapshot keeps the WAL from being reset, so it grows
                 // while others commit; once released, the next reset truncates it to this size.
                 try conn.execute("PRAGMA journal_size_limit=\(Store.walSizeLimit)")

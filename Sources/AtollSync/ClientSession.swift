@@ -117,6 +117,11 @@ public final class ClientSession: @unchecked Sendable {
         guard let path = storeConfiguration.path, !storeConfiguration.inMemory else {
             throw AtollError(.invalidArgument, "a synced realm needs a file \"path\" (not in memory)")
         }
+        // A file that rolls back to an earlier commit after a power loss would number its next
+        // commits as versions the server took already, and the server would drop them.
+        guard storeConfiguration.durability == .full else {
+            throw AtollError(.invalidArgument, "a synced realm's durability must be \"full\" (with \"normal\", writes made after a power loss could be lost)")
+        }
         let key = URL(fileURLWithPath: path).standardizedFileURL.path
         registryLock.lock()
         defer { registryLock.unlock() }

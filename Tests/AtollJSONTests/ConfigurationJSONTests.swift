@@ -33,6 +33,17 @@ final class ConfigurationJSONTests: XCTestCase {
         XCTAssertNil(try configuration("{}").path)
     }
 
+    func testDurability() throws {
+        XCTAssertEqual(try configuration(#"{"path": "a"}"#).durability, .full)
+        XCTAssertEqual(try configuration(#"{"durability": "full"}"#).durability, .full)
+        XCTAssertEqual(try configuration(#"{"durability": "normal"}"#).durability, .normal)
+        for bad in [#""fast""#, #""FULL""#, "1", "null", "true"] {
+            XCTAssertThrowsError(try configuration(#"{"durability": \#(bad)}"#), bad) {
+                XCTAssertEqual(($0 as? AtollError)?.code, .invalidArgument, bad)
+            }
+        }
+    }
+
     func testMinusOneWaitsForeverAndNullSchemaMeansStored() throws {
         let c = try configuration(#"{"path": "a", "writeTimeoutMs": -1, "schema": null}"#)
         XCTAssertNil(c.writeTimeoutMilliseconds)

@@ -1,4 +1,5 @@
-import AtollStore
+@testable import AtollStore
+import AtollTestSupport
 import XCTest
 
 final class TransactionTests: XCTestCase {
@@ -105,5 +106,24 @@ final class TransactionTests: XCTestCase {
         assertAtollError(try results.count(), .closed)
         assertAtollError(try results.documents(), .closed)
         assertAtollError(try store.withLock { 1 }, .closed)
+    }
+}
+
+/// `Configuration.durability`: what a commit waits for before it returns.
+final class DurabilityTests: XCTestCase {
+    /// SQLite's `synchronous` of the store's connection (2: FULL, 1: NORMAL).
+    private func synchronous(_ durability: Durability?) throws -> Int64? {
+        var configuration = Configuration(path: temporaryRealmPath(), schema: TransactionTests.schema)
+        if let durability { configuration.durability = durability }
+        let store = try Store(configuration)
+        defer { store.close() }
+        try store.write { _ = try store.create("Item", ["id": .int(1)]) }
+        return try store.withMetadata { try $0.rows("PRAGMA synchronous").first?.first?.intValue }
+    }
+
+    func testFullByDefaultAndNormalWhenAskedFor() throws {
+        XCTAssertEqual(try synchronous(nil), 2)
+        XCTAssertEqual(try synchronous(.full), 2)
+        XCTAssertEqual(try synchronous(.normal), 1)
     }
 }

@@ -77,3 +77,16 @@ final class BootstrapWorkersTests: XCTestCase {
         XCTAssertEqual(r.started.withLock { $0 }, ["a0", "a1", "b0", "a2", "b1"])
     }
 }
+
+/// The server's `"durability"` reaches its apps' stores (SQLite's `synchronous`: 2 FULL, 1 NORMAL).
+final class ServerDurabilityTests: XCTestCase {
+    func testTheServersDurabilityIsItsStoresOwn() throws {
+        for (config, expected) in [(nil, Int64(2)), (#"{"durability": "full"}"#, 2), (#"{"durability": "normal"}"#, 1)] {
+            let h = try SyncHarness(config: config)
+            defer { h.stopServer() }
+            let app = try XCTUnwrap(h.server.apps["default"])
+            let synchronous = try app.queue.sync { try app.store.withMetadata { try $0.rows("PRAGMA synchronous").first?.first?.intValue } }
+            XCTAssertEqual(synchronous, expected, config ?? "no config")
+        }
+    }
+}

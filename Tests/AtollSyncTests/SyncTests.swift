@@ -466,6 +466,20 @@ final class SyncRulesTests: XCTestCase {
         XCTAssertEqual(try storeA.objects("Task").count(), 2)
     }
 
+    /// A synced realm is `.full`: one that came back at an earlier commit after a power loss
+    /// would number new commits as versions the server has, and lose them.
+    func testASyncedRealmRefusesNormalDurability() throws {
+        let h = try SyncHarness()
+        let user = try runToCompletion { try await h.app("a").login(.anonymous) }
+        var configuration = Configuration(path: h.directory + "/normal.realm", schema: SyncHarness.schema)
+        configuration.durability = .normal
+        XCTAssertThrowsError(try ClientSession.open(user: user, storeConfiguration: configuration, sync: ClientSyncConfiguration(mode: .flexible))) {
+            XCTAssertEqual(($0 as? AtollError)?.code, .invalidArgument, "\($0)")
+        }
+        configuration.durability = .full
+        try ClientSession.open(user: user, storeConfiguration: configuration, sync: ClientSyncConfiguration(mode: .flexible)).release()
+    }
+
     /// On sockets: what it checks is the network transport's own timeout on a TCP peer that
     /// accepts and never answers.
     func testAnUnreachableServerIsATimeoutOrAConnectionFailure() throws {
@@ -642,6 +656,15 @@ final class ServerLimitConfigurationTests: XCTestCase {
             ("maxFailedLoginsPerAddressPerMinute", [("0", 0), ("30", 30)], ["-1", "\"30\""], \.attemptLimits.failedLoginsPerAddress),
             ("maxSignupsPerAddressPerMinute", [("0", 0), ("5", 5)], ["-2", "true"], \.attemptLimits.signupsPerAddress),
         ]
+        XCTAssertEqual(defaults.durability, .full)
+        for (text, expected) in [("\"full\"", Durability.full), ("\"normal\"", .normal)] {
+            try #"{"durability": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)
+            XCTAssertEqual(try ServerConfiguration(file: file).durability, expected)
+        }
+        for text in ["\"off\"", "1", "null"] {
+            try #"{"durability": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)
+            XCTAssertThrowsError(try ServerConfiguration(file: file), text)
+        }
         for c in cases {
             for (text, expected) in c.good {
                 try #"{"\#(c.key)": \#(text)}"#.write(toFile: file, atomically: true, encoding: .utf8)

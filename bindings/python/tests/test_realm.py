@@ -318,6 +318,20 @@ def test_changes_after_a_write(realm):
     assert realm.changes(after_version=1000) == []
 
 
+def test_durability_is_full_by_default_and_normal_when_asked(path, schema):
+    for durability in atoll.DURABILITY_MODES:
+        with atoll.open(path, schema=schema, schema_version=1, durability=durability) as realm:
+            with realm.write():
+                realm.create("Person", {"_id": 1, "name": durability, "age": 1}, update="modified")
+            assert realm.get("Person", 1)["name"] == durability
+    with pytest.raises(ValueError):
+        atoll.open(path, durability="fast")
+    with pytest.raises(TypeError):
+        atoll.open(path, durability=True)
+    with pytest.raises(ValueError):
+        atoll.file_exists({"path": str(path), "durability": "FULL"})
+
+
 def test_bad_arguments_to_open(path):
     with pytest.raises(TypeError):
         atoll.open(None)

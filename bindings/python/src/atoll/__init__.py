@@ -24,7 +24,7 @@ from .ejson import Link
 from .objectid import ObjectId
 from .notifications import (ChangeStream, CollectionChange, Move, NotificationToken,
                             ObjectChange, RealmChange, ResultsChange)
-from .realm import (CONFIG_KEYS, NOTIFICATION_MODES, FrozenResults, Migration, Realm, Results,
+from .realm import (CONFIG_KEYS, DURABILITY_MODES, NOTIFICATION_MODES, FrozenResults, Migration, Realm, Results,
                     UPDATE_POLICIES, delete_files, file_exists, open)
 from .sync import (CLIENT_RESET_MODES, DOWNLOAD_BEFORE_OPEN, SYNC_MODES, App, CompensatingWrite,
                    Credentials, Subscription, SubscriptionSet, SubscriptionUpdate,
@@ -47,7 +47,7 @@ def library_path() -> str:
 __all__ = [
     "open", "Realm", "Results", "FrozenResults", "Migration", "ObjectId", "Link",
     "UPDATE_POLICIES", "library_version", "library_path", "file_exists", "delete_files",
-    "CONFIG_KEYS", "NOTIFICATION_MODES",
+    "CONFIG_KEYS", "DURABILITY_MODES", "NOTIFICATION_MODES",
     "NotificationToken", "ChangeStream", "ResultsChange", "CollectionChange", "ObjectChange",
     "RealmChange", "Move",
     "AtollError", "InvalidArgumentError", "InvalidJSONError", "SchemaError",

@@ -66,6 +66,8 @@ MigrationCallback = Callable[["Migration"], Any]
 #: library (the default); "host": the thread that calls Realm.deliver_notifications() when
 #: Realm.notification_fd() is readable (an event loop; async streams do it themselves).
 NOTIFICATION_MODES = ("thread", "host")
+#: What a commit survives (open()'s ``durability``).
+DURABILITY_MODES = ("full", "normal")
 
 
 # MARK: - Argument helpers
@@ -135,7 +137,7 @@ def _index(value: Any, what: str) -> int:
 
 #: The keys of a configuration mapping: open()'s keyword arguments that describe the file.
 CONFIG_KEYS = ("path", "schema", "schema_version", "in_memory", "read_only", "write_timeout_ms",
-               "delete_realm_if_migration_needed", "notifications")
+               "delete_realm_if_migration_needed", "notifications", "durability")
 
 
 def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
@@ -149,6 +151,7 @@ def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
     write_timeout_ms = options.get("write_timeout_ms", -1)
     delete_if_needed = options.get("delete_realm_if_migration_needed", False)
     notifications = options.get("notifications", "thread")
+    durability = options.get("durability", "full")
     config: Dict[str, Any] = {}
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
@@ -188,6 +191,11 @@ def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
         raise ValueError(f"notifications must be one of {list(NOTIFICATION_MODES)}, "
                          f"not {notifications!r}")
     config["notifications"] = notifications
+    if not isinstance(durability, str):
+        raise TypeError(f"durability must be one of {list(DURABILITY_MODES)}, not {type(durability).__name__}")
+    if durability not in DURABILITY_MODES:
+        raise ValueError(f"durability must be one of {list(DURABILITY_MODES)}, not {durability!r}")
+    config["durability"] = durability
     return config
 
 
@@ -371,13 +379,14 @@ class Realm:
         migration: Optional[MigrationCallback] = None,
         delete_realm_if_migration_needed: bool = False,
         notifications: str = "thread",
+        durability: str = "full",
     ) -> None:
         self._handle: Any = None
         config = _config(dict(path=path, schema=schema, schema_version=schema_version,
                               in_memory=in_memory, read_only=read_only,
                               write_timeout_ms=write_timeout_ms,
                               delete_realm_if_migration_needed=delete_realm_if_migration_needed,
-                              notifications=notifications))
+                              notifications=notifications, durability=durability))
         if should_compact_on_launch is not None and not callable(should_compact_on_launch):
             raise TypeError("should_compact_on_launch must be a callable(total_bytes, used_bytes) "
                             f"-> bool, not {type(should_compact_on_launch).__name__}")
@@ -1224,6 +1233,7 @@ def open(
     migration: Optional[MigrationCallback] = None,
     delete_realm_if_migration_needed: bool = False,
     notifications: str = "thread",
+    durability: str = "full",
 ) -> Realm:
     """Opens (creating when needed) a realm. See :class:`Realm`.
 
@@ -1253,6 +1263,10 @@ def open(
     :meth:`Realm.deliver_notifications` when :meth:`Realm.notification_fd` is readable (an
     event loop; the async ``changes`` streams do this themselves).
 
+    ``durability`` says what a commit that returned survives: ``"full"`` (the default) a
+    power loss or an operating system crash; ``"normal"`` a crash of the process only (after
+    a power loss the last commits may be gone, the file intact), for fewer writes to the disk.
+
     The realm reads a snapshot: the data as of its last refresh (:meth:`Realm.refresh`,
     :meth:`Realm.begin_write`, each delivery of notifications), not what other handles and
     processes committed since.
@@ -1261,7 +1275,7 @@ def open(
                  read_only=read_only, write_timeout_ms=write_timeout_ms,
                  should_compact_on_launch=should_compact_on_launch, migration=migration,
                  delete_realm_if_migration_needed=delete_realm_if_migration_needed,
-                 notifications=notifications)
+                 notifications=notifications, durability=durability)
 
 
 def file_exists(config: Union[PathLike, Mapping[str, Any]]) -> bool:
