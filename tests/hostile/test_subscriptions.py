@@ -310,8 +310,9 @@ def test_a_lookalike_primary_key_reads_and_writes_nothing_of_anothers(world: Dic
     after the victim's write, the attacker must not be sent the victim's object as one it holds;
     its write to the victim's key must be refused, and its own key's accepted."""
     server: Server = world["server"]
-    attacker = world["attacker"]
-    victim = world["victim"]
+    # Users of its own: the other tests count what the world's attacker and victim hold.
+    attacker = login_anonymous(server, APP)
+    victim = login_anonymous(server, APP)
     theirs, mine = "caf\u00e9-lookalike", "cafe\u0301-lookalike"
     with Raw(server, APP, attacker["access_token"]) as conn:
         conn.bind(schema=SCHEMA)
