@@ -184,7 +184,7 @@ public final class Store: @unchecked Sendable {
                     try Store.checkWritable(conn, path: configuration.path ?? "")
                     try conn.execute("PRAGMA journal_mode=WAL")
                 }
-                try conn.execute(configuration.durability == .full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
+                try conn.execute(Self.synchronousPragma(configuration.durability))
                 // A handle that holds an old snapshot keeps the WAL from being reset, so it grows
                 // while others commit; once released, the next reset truncates it to this size.
                 try conn.execute("PRAGMA journal_size_limit=\(Store.walSizeLimit)")
@@ -322,19 +322,37 @@ public final class Store: @unchecked Sendable {
     }
 
     /// Begins a write transaction, waiting for another writer (handle or process) to finish.
+    /// - Parameter durability: what its commit survives, when it differs from the
+    ///   configuration's (the sync client commits what it downloaded with `.normal`: a commit
+    ///   lost to a power loss is downloaded again).
     /// - Throws: `.alreadyInWrite`, `.readOnly`, `.busy` (timeout), `.closed`.
-    public func beginWrite() throws {
+    public func beginWrite(durability: Durability? = nil) throws {
         try lockedOutsideSnapshot { conn in
             guard write == nil else { throw AtollError(.alreadyInWrite, "the realm is already in a write transaction") }
             guard !configuration.readOnly else { throw AtollError(.readOnly, "the realm was opened read-only") }
-            try conn.statement("BEGIN IMMEDIATE").run()
+            // SQLite takes the setting only outside a transaction.
+            let other = durability.flatMap { $0 == configuration.durability || configuration.inMemory ? nil : $0 }
+            if let other { try conn.execute(Self.synchronousPragma(other)) }
             do {
-                write = WriteState(version: try latestVersion(conn) + 1)
+                try conn.statement("BEGIN IMMEDIATE").run()
+            } catch {
+                if other != nil { try? conn.execute(Self.synchronousPragma(configuration.durability)) }
+                throw error
+            }
+            do {
+                write = WriteState(version: try latestVersion(conn) + 1, durability: other)
             } catch {
                 try? conn.execute("ROLLBACK")
+                if other != nil { try? conn.execute(Self.synchronousPragma(configuration.durability)) }
                 throw error
             }
         }
+    }
+
+    /// After the transaction of `state` ended (before a snapshot begins: SQLite takes the
+    /// setting only outside a transaction): the configuration's durability again.
+    private func restoreDurability(_ state: WriteState, _ conn: Connection) {
+        if state.durability != nil { try? conn.execute(Self.synchronousPragma(configuration.durability)) }
     }
 
     /// Commits the write transaction with its change-log entry.
@@ -347,6 +365,7 @@ public final class Store: @unchecked Sendable {
                 try writeChangeLogEntry(state, conn)
                 if state.recorder.total > 0 { try pruneChangeLog(conn, version: state.version) }
                 try conn.statement("COMMIT").run()
+                restoreDurability(state, conn)
                 write = nil
                 writeCount += 1
                 rowCountStamp = -1
@@ -355,6 +374,7 @@ public final class Store: @unchecked Sendable {
                 if holdsSnapshot { try? beginSnapshot(conn) }
             } catch {
                 try? conn.execute("ROLLBACK")
+                restoreDurability(state, conn)
                 write = nil
                 throw error
             }
@@ -379,21 +399,28 @@ public final class Store: @unchecked Sendable {
     /// - Throws: `.notInWrite`.
     public func cancelWrite() throws {
         try locked { conn in
-            guard write != nil else { throw AtollError(.notInWrite, "cancel: the realm is not in a write transaction") }
+            guard let state = write else { throw AtollError(.notInWrite, "cancel: the realm is not in a write transaction") }
             guard !migrating else { throw AtollError(.invalidArgument, "cancel: to cancel a migration, fail its callback") }
             write = nil
             writeCount += 1
             try conn.statement("ROLLBACK").run()
+            restoreDurability(state, conn)
             if holdsSnapshot { try? beginSnapshot(conn) }
             // Deliveries skipped during the transaction are due now (a commit would signal).
             notifier?.signal()
         }
     }
 
-    /// Runs `body` in a write transaction: commits when it returns, cancels when it throws.
+    /// SQLite's setting for a durability.
+    static func synchronousPragma(_ durability: Durability) -> String {
+        durability == .full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"
+    }
+
+    /// Runs `body` in a write transaction: commits when it returns (with `durability`, when
+    /// given, instead of the configuration's), cancels when it throws.
     @discardableResult
-    public func write<T>(_ body: () throws -> T) throws -> T {
-        try beginWrite()
+    public func write<T>(durability: Durability? = nil, _ body: () throws -> T) throws -> T {
+        try beginWrite(durability: durability)
         do {
             let result = try body()
             try commit()
@@ -485,7 +512,12 @@ final class WriteState {
     /// What the instructions imply without saying it (links nulled by erases), for observers;
     /// kept beside the entry (`ChangeRecorder.effectsChunk`), never replayed.
     let effects = ChangeRecorder()
-    init(version: UInt64) { self.version = version }
+    /// The durability of this transaction's commit when it is not the configuration's.
+    let durability: Durability?
+    init(version: UInt64, durability: Durability? = nil) {
+        self.version = version
+        self.durability = durability
+    }
 }
 
 /// What the busy handler needs: how long to wait.

@@ -41,8 +41,13 @@ extension ClientSession {
 
     /// Applies downloaded instructions in one transaction, after translating local changes
     /// (so that the pending set and list identities are current).
+    ///
+    /// The commit does not wait for the disk (`.normal`): one lost to a power loss goes with its
+    /// download cursor, and is downloaded again. Only a suffix of such commits can be lost (the
+    /// next local commit, `.full`, syncs the log up to itself), so a version number used again
+    /// after it was never an upload's.
     func apply(_ instructions: [(SyncInstruction, Clock)], serverVersion: UInt64, bootstrap: Bool) throws {
-        try store.write {
+        try store.write(durability: .normal) {
             try store.withMetadata { sql in
                 try translateLocal(sql)
                 let pending = try pendingIndex()

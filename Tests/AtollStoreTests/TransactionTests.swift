@@ -121,6 +121,22 @@ final class DurabilityTests: XCTestCase {
         return try store.withMetadata { try $0.rows("PRAGMA synchronous").first?.first?.intValue }
     }
 
+    /// A commit with another durability than the configuration's leaves the connection's as
+    /// it was, committed or not.
+    func testAOneCommitDurabilityLeavesTheConfigurationsInPlace() throws {
+        let store = try Store(Configuration(path: temporaryRealmPath(), schema: TransactionTests.schema))
+        defer { store.close() }
+        func synchronous() throws -> Int64? { try store.withMetadata { try $0.rows("PRAGMA synchronous").first?.first?.intValue } }
+        try store.write(durability: .normal) {
+            _ = try store.create("Item", ["id": .int(1)])
+            XCTAssertEqual(try synchronous(), 1)
+        }
+        XCTAssertEqual(try synchronous(), 2)
+        XCTAssertThrowsError(try store.write(durability: .normal) { _ = try store.create("Item", ["id": .int(1)]) })
+        XCTAssertEqual(try synchronous(), 2)
+        XCTAssertEqual(try store.objects("Item").count(), 1)
+    }
+
     func testFullByDefaultAndNormalWhenAskedFor() throws {
         XCTAssertEqual(try synchronous(nil), 2)
         XCTAssertEqual(try synchronous(.full), 2)
