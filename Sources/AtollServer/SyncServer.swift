@@ -476,9 +476,10 @@ public final class SyncServer: @unchecked Sendable {
     /// A client transport that reaches this server inside the process, without a socket: app API
     /// requests are answered as the HTTP server answers them (its parser and routes), and the
     /// sync connection is a `MemorySocket` pipe opened with the checks of the WebSocket endpoint
-    /// (app, access token, `maxConnectionsPerUser`). The server need not be started. Tests use
-    /// it; so may a host that runs server and clients in one process.
-    /// One transport per server (transports are equal when they are the same object).
+    /// (app, access token, `maxConnectionsPerUser`; the pipe has no message size limit: its
+    /// client is code of the same process). The server need not be started. Tests use it; so
+    /// may a host that runs server and clients in one process. There is one per server
+    /// (transports are equal when they are the same object).
     public var inProcessTransport: ClientTransport {
         inProcess.withLock { made in
             if let made { return made }

@@ -27,9 +27,10 @@ protocol SessionConnection: AnyObject, Sendable {
     func stop()
 }
 
-/// The one WebSocket of a user to the server (or, with an in-process transport, its pipe), carrying the sessions of all its synced realms
-/// (docs/protocol.md, "Connection"). Connects when a session needs it, reconnects with backoff after a cut, refreshes
-/// the access token when the server refuses it. Everything happens on `queue`.
+/// The one WebSocket of a user to the server (or, with an in-process transport, its pipe),
+/// carrying the sessions of all its synced realms (docs/protocol.md, "Connection"). Connects
+/// when a session needs it, reconnects with backoff after a cut, refreshes the access token when
+/// the server refuses it. Everything happens on `queue`.
 final class UserConnection: SessionConnection, @unchecked Sendable {
     let queue: DispatchQueue
     let user: ClientUser
