@@ -35,9 +35,9 @@ final class SyncHarness: @unchecked Sendable {
     private var isStopped = false
 
     /// `postgresURL`: the PostgreSQL database to keep the server's data in (default: a new one in
-    /// a run on PostgreSQL, none on SQLite).
-    init(config: String? = nil, postgresURL: String? = nil, network: Bool = false,
-         authHooks: (@Sendable (inout AuthConfigurationProxy) -> Void)? = nil) throws {
+    /// a run on PostgreSQL, none on SQLite); `network`: listen on a free loopback port and give
+    /// the clients the network transport.
+    init(config: String? = nil, postgresURL: String? = nil, network: Bool = false) throws {
         self.network = network
         directory = NSTemporaryDirectory() + "atoll-sync-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -116,9 +116,6 @@ final class SyncHarness: @unchecked Sendable {
         return (sa, storeA, sb, storeB)
     }
 }
-
-/// Placeholder so that harness users can pass auth settings later without importing AtollAuth.
-struct AuthConfigurationProxy {}
 
 final class SyncTests: XCTestCase {
     /// A server made and let go without ever being started (a host that changed its mind, the
