@@ -478,14 +478,14 @@ extension SyncChangeset {
                     }
                 }
             case .setInsert, .setErase:
-                let member = ExactText(property + setSeparator + keyText(ins.value ?? .null))
+                let member = ExactText(setElementPath(property, ins.value ?? .null))
                 if state.cleared.contains(property) || !state.members.insert(member).inserted {
                     keep[i] = false
                     dropped = true
                 }
             case .dictionarySet, .dictionaryErase:
                 guard ins.path.count == 2, case .key(let k) = ins.path[1] else { break }
-                if state.cleared.contains(property) || !state.members.insert(ExactText(property + dictionarySeparator + k)).inserted {
+                if state.cleared.contains(property) || !state.members.insert(ExactText(dictionaryKeyPath(property, k))).inserted {
                     keep[i] = false
                     dropped = true
                 }
@@ -567,7 +567,7 @@ extension SyncChangeset {
                 let ins = run[n]
                 let property = ins.property ?? ""
                 let member = ExactText(ins.op == .setInsert || ins.op == .setErase
-                    ? property + setSeparator + keyText(ins.value ?? .null) : property + dictionarySeparator + ins.pathKey)
+                    ? setElementPath(property, ins.value ?? .null) : dictionaryKeyPath(property, ins.pathKey))
                 if written.members.contains(member) { return false }
                 written.members.append(member)
             case .setClear, .dictionaryClear:

@@ -22,6 +22,19 @@ public let setSeparator = "\u{1}"
 public let dictionarySeparator = "\u{2}"
 public let clearMark = "\u{3}clear"
 
+/// The field-clock path of a set element.
+public func setElementPath(_ property: String, _ element: Value) -> String { property + setSeparator + keyText(element) }
+
+/// The field-clock path of a dictionary key.
+public func dictionaryKeyPath(_ property: String, _ key: String) -> String { property + dictionarySeparator + key }
+
+/// The member of a set element's or dictionary key's path (the element's `keyText`, or the
+/// key), cut by bytes: a key may begin with a combining mark, which `String` would count as
+/// part of the separator's character.
+public func memberOfPath(_ path: String, property: String) -> String {
+    String(decoding: path.utf8.dropFirst(property.utf8.count + 1), as: UTF8.self)
+}
+
 /// Runs an async call to completion from a thread that may block (a C host's, a test's, a
 /// program's main thread) — never from Swift's cooperative pool, whose threads it would hold.
 public func runToCompletion<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {

@@ -273,15 +273,15 @@ final class ObjectState {
     /// (the create at `base` wrote it) a row at `base`.
     private func nameMembers(at base: Clock) throws {
         guard let doc = try store.object(cls, primaryKey: id.primaryKey) else { return }
-        let rows = Set(try tables.fields(cls, pk).map(\.path))
+        let rows = Set(try tables.fields(cls, pk).map { ExactText($0.path) })
         for p in schema.properties where p.collection == .set || p.collection == .dictionary {
             let paths: [String]
             switch doc[p.name] {
-            case .list(let members)?: paths = members.map { p.name + setSeparator + keyText($0) }
-            case .object(let entries)?: paths = entries.keys.map { p.name + dictionarySeparator + $0 }
+            case .list(let members)?: paths = members.map { setElementPath(p.name, $0) }
+            case .object(let entries)?: paths = entries.keys.map { dictionaryKeyPath(p.name, $0) }
             default: paths = []
             }
-            for path in paths where !rows.contains(path) {
+            for path in paths where !rows.contains(ExactText(path)) {
                 try tables.save(FieldRow(path: path, clock: base, present: true, value: nil), cls, pk)
             }
         }
@@ -509,7 +509,7 @@ final class ObjectState {
             let clear = rows.first { $0.path == p.name + clearMark }?.clock
             for row in rows where row.path.hasPrefix(p.name + separator) && row.present {
                 guard clear.map({ row.clock >= $0 }) ?? true, r.outlives(row.clock) else { continue }
-                let key = FieldRow.member(of: row.path, property: p.name)
+                let key = memberOfPath(row.path, property: p.name)
                 if p.collection == .set {
                     if let member = try? EJSON.parse(key) { _ = try? store.setInsert(cls, primaryKey: id.primaryKey, property: p.name, member) }
                 } else {
@@ -742,12 +742,12 @@ final class ObjectState {
         let value = ins.value ?? .null
         let path: String
         if isSet {
-            path = p.name + setSeparator + keyText(value)
+            path = setElementPath(p.name, value)
         } else {
             guard ins.path.count == 2, case .key(let k) = ins.path[1] else {
                 throw ProtocolError("dictionary instructions need the path [property, key]")
             }
-            path = p.name + dictionarySeparator + k
+            path = dictionaryKeyPath(p.name, k)
         }
         let adding = ins.op == .setInsert || ins.op == .dictionarySet
         // A member without a row was written by the create that made the object.
@@ -779,7 +779,7 @@ final class ObjectState {
     /// Whether the live object's set holds the element, or its dictionary the key, of a member
     /// path (`property + separator + key`).
     private func holds(_ p: Property, _ path: String) throws -> Bool {
-        let key = FieldRow.member(of: path, property: p.name)
+        let key = memberOfPath(path, property: p.name)
         switch try store.value(cls, primaryKey: id.primaryKey, property: p.name) {
         case .list(let members)?: return members.contains { ExactText.same(keyText($0), key) }
         case .object(let entries)?: return entries[key] != nil

@@ -26,7 +26,7 @@ struct PendingIndex {
     /// The newest pending set of each path, with its value (what an upsert of the object is
     /// merged with, also when the device no longer holds the object).
     var writes: [ObjectID: [ExactText: (clock: Clock, path: [PathElement], value: Value)]] = [:]
-    /// The newest pending add or remove of each set element (`property + setSeparator + keyText`)
+    /// The newest pending add or remove of each set element (`setElementPath`)
     /// and write or erase of each dictionary key, with its value.
     var members: [ObjectID: [ExactText: (clock: Clock, present: Bool, value: Value)]] = [:]
 
@@ -45,13 +45,13 @@ struct PendingIndex {
                     if let p = ins.property, case .int(let d)? = ins.value { adds[id, default: [:]][p, default: []].append((cs.clock, d)) }
                 case .setInsert, .setErase:
                     if let p = ins.property {
-                        let key = ExactText(p + setSeparator + keyText(ins.value ?? .null))
+                        let key = ExactText(setElementPath(p, ins.value ?? .null))
                         fields[id, default: [:]][key] = cs.clock
                         members[id, default: [:]][key] = (cs.clock, ins.op == .setInsert, ins.value ?? .null)
                     }
                 case .dictionarySet, .dictionaryErase:
                     if ins.path.count == 2, case .key(let p) = ins.path[0], case .key(let k) = ins.path[1] {
-                        let key = ExactText(p + dictionarySeparator + k)
+                        let key = ExactText(dictionaryKeyPath(p, k))
                         fields[id, default: [:]][key] = cs.clock
                         members[id, default: [:]][key] = (cs.clock, ins.op == .dictionarySet, ins.value ?? .null)
                     }
@@ -476,7 +476,7 @@ struct Applier {
         case .setInsert, .setErase:
             guard try exists(), let property = ins.property, !pending.erases(id, before: clock) else { return }
             let value = ins.value ?? .null
-            if let c = pending.fields[id]?[ExactText(property + setSeparator + keyText(value))], c > clock { return }
+            if let c = pending.fields[id]?[ExactText(setElementPath(property, value))], c > clock { return }
             if let c = pending.fields[id]?[ExactText(property + clearMark)], c > clock { return }
             if ins.op == .setInsert {
                 _ = try store.setInsert(cls, primaryKey: ins.primaryKey, property: property, value)
@@ -487,13 +487,13 @@ struct Applier {
             guard try exists(), let property = ins.property,
                   case .list(let members)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return }
             for value in members {
-                if let c = pending.fields[id]?[ExactText(property + setSeparator + keyText(value))], c > clock { continue }
+                if let c = pending.fields[id]?[ExactText(setElementPath(property, value))], c > clock { continue }
                 _ = try store.setErase(cls, primaryKey: ins.primaryKey, property: property, value)
             }
         case .dictionarySet, .dictionaryErase:
             guard try exists(), ins.path.count == 2, case .key(let property) = ins.path[0], case .key(let k) = ins.path[1],
                   !pending.erases(id, before: clock) else { return }
-            if let c = pending.fields[id]?[ExactText(property + dictionarySeparator + k)], c > clock { return }
+            if let c = pending.fields[id]?[ExactText(dictionaryKeyPath(property, k))], c > clock { return }
             if let c = pending.fields[id]?[ExactText(property + clearMark)], c > clock { return }
             if ins.op == .dictionarySet {
                 try store.dictionarySet(cls, primaryKey: ins.primaryKey, property: property, key: k, ins.value ?? .null)
@@ -504,7 +504,7 @@ struct Applier {
             guard try exists(), let property = ins.property,
                   case .object(let entries)? = try store.value(cls, primaryKey: ins.primaryKey, property: property) else { return }
             for k in entries.keys {
-                if let c = pending.fields[id]?[ExactText(property + dictionarySeparator + k)], c > clock { continue }
+                if let c = pending.fields[id]?[ExactText(dictionaryKeyPath(property, k))], c > clock { continue }
                 _ = try store.dictionaryErase(cls, primaryKey: ins.primaryKey, property: property, key: k)
             }
         case .upsert:
@@ -632,8 +632,7 @@ struct Applier {
             }
         }
         for (path, m) in mine.sorted(by: { $0.key < $1.key }) where m.present {
-            // The member's text after the property's name and separator (ASCII: one byte each).
-            let k = String(decoding: path.text.utf8.dropFirst(p.name.utf8.count + 1), as: UTF8.self)
+            let k = memberOfPath(path.text, property: p.name)
             guard !seen.contains(ExactText(k)), counts(m.clock), m.clock > (ins.fieldClocks[path] ?? .zero) else { continue }
             entries.append((k, m.value))
         }

@@ -402,6 +402,19 @@ final class IntegratorTests: XCTestCase {
         XCTAssertEqual(result.effects.map(\.primaryKey), [.string("mine"), .string("mine")])
     }
 
+    /// A newer create gives the members the older create wrote a clock of their own (the older
+    /// create's): one canonically equivalent to a member with its own row is not taken for it.
+    func testANewerCreateKeepsTheOlderCreatesMemberBesideALookalike() throws {
+        let store = try makeStore()
+        let composed = "\u{E9}", decomposed = "e\u{301}"
+        try integrate(store, clock(1, 1), [ins(.create), ins(.setInsert, ["labels"], .string(decomposed))])
+        try integrate(store, clock(2, 2), [ins(.setInsert, ["labels"], .string(composed))])
+        try integrate(store, clock(5, 3), [ins(.create)])
+        // An erase of the older create's member, newer than that create, older than the newer one.
+        try integrate(store, clock(3, 4), [ins(.setErase, ["labels"], .string(decomposed))])
+        XCTAssertEqual(try task(store)?["labels"], .list([.string(composed)]))
+    }
+
     /// A write rule decides each of two canonically equivalent keys on its own: allowing one
     /// must not let the other through, nor refusing one refuse the other.
     func testWriteRulesTellCanonicallyEquivalentKeysApart() throws {

@@ -28,13 +28,6 @@ struct FieldRow {
     var clock: Clock
     var present: Bool
     var value: Value?
-
-    /// The set member's text (`keyText`) or dictionary key of a member path
-    /// (`property + separator + key`), cut by bytes: the key may begin with a combining mark,
-    /// which `String` would count as part of the separator's character.
-    static func member(of path: String, property: String) -> String {
-        String(decoding: path.utf8.dropFirst(property.utf8.count + 1), as: UTF8.self)
-    }
 }
 
 /// Every statement on the server's object metadata tables: object clocks, field clocks, list
