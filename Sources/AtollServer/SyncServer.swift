@@ -481,12 +481,12 @@ public final class SyncServer: @unchecked Sendable {
     /// may a host that runs server and clients in one process. There is one per server
     /// (transports are equal when they are the same object).
     public var inProcessTransport: ClientTransport {
-        inProcess.withLock { made in
-            if let made { return made }
+        inProcess.withLock { state in
+            if let made = state.transport { return made }
             let transport = ClientTransport(
                 request: { [weak self] method, url, headers, body, _, _ in
                     // A server that shut down answers no more, as its closed port would not.
-                    guard let self, !self.inProcessClosed.withLock({ $0 }) else { throw NetError.closed("the server shut down") }
+                    guard let self, !self.inProcess.withLock({ $0.closed }) else { throw NetError.closed("the server shut down") }
                     let response = await self.http.answer(raw: try HTTPClient.requestBytes(method, url, headers: headers, body: body))
                     return HTTPClientResponse(status: response.status.code, headers: response.headers, body: response.body)
                 },
@@ -494,21 +494,17 @@ public final class SyncServer: @unchecked Sendable {
                     guard let self else { throw NetError.closed("the server is gone") }
                     return try self.connectInProcess(url, options)
                 })
-            made = transport
+            state.transport = transport
             return transport
         }
     }
-
-    private let inProcess = Mutex<ClientTransport?>(nil)
 
     /// Opens a sync connection in process: the client's end of the pipe. Refusals are the
     /// endpoint's: `NetError.upgradeRefused` with the HTTP status it would answer.
     private func connectInProcess(_ url: String, _ options: WebSocketClientOptions) throws -> MemorySocket {
         // .../app/<id>/realm-sync
         let parts = (URL(string: url)?.path ?? "").split(separator: "/").map(String.init)
-        guard parts.count >= 2, parts.last == "realm-sync", !inProcessClosed.withLock({ $0 }) else {
-            throw NetError.upgradeRefused(404)
-        }
+        guard parts.count >= 2, parts.last == "realm-sync" else { throw NetError.upgradeRefused(404) }
         let (app, user, grant): (ServerApp, RuleUser, AuthService.AccessGrant)
         do {
             (app, user, grant) = try authenticate(app: parts[parts.count - 2], token: Self.bearer(options.headers))
@@ -517,25 +513,32 @@ public final class SyncServer: @unchecked Sendable {
             throw NetError.upgradeRefused(e.status.code)
         }
         let (client, server) = MemorySocket.pair(label: "atoll.sync.in-process")
-        inProcessSockets.withLock { all in
-            all.removeAll { $0.value == nil }
-            all.append(WeakSocket(value: server))
+        // Checked and recorded at once: a connection opened while the server shuts down is
+        // either refused or closed by the shutdown.
+        try inProcess.withLock { state in
+            guard !state.closed else { throw NetError.upgradeRefused(503) }
+            state.sockets.removeAll { $0.value == nil }
+            state.sockets.append(WeakSocket(value: server))
         }
         SyncConnection(transport: server, user: user, app: app, session: grant.session, expiresAt: grant.expiresAt).start(on: server)
         return client
     }
 
-    /// The server's ends of the in-process connections (closed with 1001 by `shutdown`, as the
-    /// WebSockets are), and whether it shut down.
-    private let inProcessSockets = Mutex<[WeakSocket]>([])
+    /// The in-process transport once made, the server's ends of its connections (closed with
+    /// 1001 by `shutdown`, as the WebSockets are), and whether the server shut down.
+    private struct InProcess {
+        var transport: ClientTransport?
+        var sockets: [WeakSocket] = []
+        var closed = false
+    }
     private struct WeakSocket { weak var value: MemorySocket? }
-    private let inProcessClosed = Mutex(false)
+    private let inProcess = Mutex(InProcess())
 
     private func closeInProcess() {
-        inProcessClosed.withLock { $0 = true }
-        let sockets = inProcessSockets.withLock { all in
-            defer { all = [] }
-            return all.compactMap(\.value)
+        let sockets = inProcess.withLock { state in
+            state.closed = true
+            defer { state.sockets = [] }
+            return state.sockets.compactMap(\.value)
         }
         for s in sockets { s.close(code: 1001, reason: "server shutting down") }
     }
