@@ -42,9 +42,14 @@ class Channel: LoopHandler {
 
     func handleEvents(_ events: UInt32) {
         if isClosed { return }
+        var events = events
         if !handshakeDone {
             continueHandshake()
             if !handshakeDone || isClosed { return }
+            // The peer's first data may have come with the handshake's last flight and been read
+            // into the TLS layer's buffer with it: no readiness event would announce it (the
+            // socket is empty), and the request would wait for the header timeout. Read now.
+            events |= EPOLLIN.rawValue
         }
         if events & EPOLLOUT.rawValue != 0 {
             flush()
