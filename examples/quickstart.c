@@ -38,9 +38,11 @@ int main(int argc, char **argv) {
     }
     printf("Atoll %s (header %s)\n", atoll_libversion(), ATOLL_VERSION);
 
-    /* 1. Open (or create) the realm file with its schema. */
+    /* 1. Open (or create) the realm file with its schema; its change log keeps the values
+     *    written (step 5 reads them). */
     char config[2048];
-    snprintf(config, sizeof config, "{\"path\": \"%s\", \"schema\": %s}", argv[1], SCHEMA);
+    snprintf(config, sizeof config, "{\"path\": \"%s\", \"schema\": %s, \"changeLogValues\": true}",
+             argv[1], SCHEMA);
     atoll_realm_t *realm = atoll_realm_open(config);
     if (!realm) return die("atoll_realm_open");
     printf("opened %s\n", argv[1]);

@@ -209,6 +209,12 @@ void atoll_free(void *ptr);
  *     log is on the disk, as Realm's commits do). "normal": a crash of the process only; after
  *     a power loss or an OS crash the last commits may be gone, the file intact. See
  *     docs/files.md, "Durability".
+ *   - "changeLogValues" (bool, default false): make the file's change log keep the values it
+ *     records, which atoll_realm_changes() returns. Without it, the log keeps only what
+ *     changed (objects, properties, positions: what notifications read) and costs a few bytes
+ *     per change instead of a second copy of every value written. Once set, the file keeps
+ *     values from the next commit on, for every handle and process (false does not undo it);
+ *     synced realms always keep them until the server has them. See docs/changelog.md.
  *   Reads see the data as of the handle's last refresh (a snapshot): atoll_realm_refresh(),
  *   atoll_realm_begin_write() and each delivery of notifications move it to the newest data.
  *   Opening an existing file whose schema differs from "schema" only by additions (new
@@ -293,8 +299,12 @@ bool atoll_realm_version(atoll_realm_t *realm, uint64_t *out_version);
  * "index" and "toIndex". See docs/changelog.md.
  * The log is pruned: every 64 commits, entries older than the newest 64 are deleted unless an
  * observer (of any handle or process on the file) has not been delivered them yet.
+ * Values are in the log only from the first commit after the file was opened with
+ * "changeLogValues": true; an entry recorded before fails the call.
  * @param max_entries at most this many entries; 0 means no limit.
- * @return JSON text (caller owns; free with atoll_free()), or NULL with ATOLL_ERR_CLOSED.
+ * @return JSON text (caller owns; free with atoll_free()), or NULL with ATOLL_ERR_CLOSED, or
+ *   ATOLL_ERR_INVALID_ARGUMENT when an entry after after_version was recorded without values
+ *   (the message names its version: read after it).
  */
 char *atoll_realm_changes(atoll_realm_t *realm, uint64_t after_version, size_t max_entries);
 

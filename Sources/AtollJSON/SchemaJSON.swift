@@ -214,7 +214,8 @@ public enum SchemaJSON {
 }
 
 /// Reads a store configuration from JSON: {"path", "inMemory", "schema", "schemaVersion",
-/// "readOnly", "writeTimeoutMs", "deleteRealmIfMigrationNeeded", "notifications", "durability"}.
+/// "readOnly", "writeTimeoutMs", "deleteRealmIfMigrationNeeded", "notifications", "durability",
+/// "changeLogValues"}.
 public enum ConfigurationJSON {
     /// - Throws: `.invalidJSON`, `.invalidArgument` (unknown keys, wrong types), `.schema`.
     public static func configuration(_ text: UnsafePointer<CChar>) throws -> Configuration {
@@ -247,6 +248,7 @@ public enum ConfigurationJSON {
             case "inMemory": config.inMemory = try bool()
             case "deleteRealmIfMigrationNeeded": config.deleteRealmIfMigrationNeeded = try bool()
             case "readOnly": config.readOnly = try bool()
+            case "changeLogValues": config.changeLogValues = try bool()
             case "schemaVersion":
                 let n = try integer()
                 guard n >= 0 else { throw AtollError(.invalidArgument, "configuration \"schemaVersion\" must be >= 0, not \(n)") }

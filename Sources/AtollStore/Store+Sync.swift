@@ -29,6 +29,13 @@ package enum SQLPlaces {
 package struct MetadataSQL {
     let conn: Connection
 
+    /// Whether the change log holds an entry recorded without values (a file that was local:
+    /// `Configuration.changeLogValues`), which no upload could send.
+    package func changeLogHasEntriesWithoutValues() throws -> Bool {
+        try !rows("SELECT 1 FROM _atoll_changes WHERE chunk >= 0 AND substr(instructions, 1, 1) = ? LIMIT 1",
+                  [.data([changeLogFormatWithoutValues])]).isEmpty
+    }
+
     /// Runs a statement that returns no rows.
     package func execute(_ sql: String, _ arguments: [Value] = []) throws {
         let s = try conn.statement(sql)

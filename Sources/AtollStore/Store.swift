@@ -37,11 +37,19 @@ public struct Configuration: Sendable {
     /// default, as Realm's commits) a power loss or an operating system crash; `.normal` a crash
     /// of the process only, for fewer writes to the disk.
     public var durability: Durability = .full
+    /// Whether the change log keeps the values it records (docs/changelog.md, "What the log
+    /// keeps"). A file keeps only what changed (objects, properties, positions), which is all
+    /// notifications need, until a handle opens it with `true`: from then on the file keeps
+    /// values, for every handle and process, which `changes(after:)` and sync read. False
+    /// leaves the file as it is.
+    public var changeLogValues: Bool = false
 
     public init(path: String? = nil, inMemory: Bool = false, schema: Schema? = nil, schemaVersion: UInt64 = 0,
                 readOnly: Bool = false, writeTimeoutMilliseconds: Int? = nil,
                 shouldCompactOnLaunch: (@Sendable (_ totalBytes: UInt64, _ usedBytes: UInt64) -> Bool)? = nil,
-                migration: (@Sendable (Migration) throws -> Void)? = nil, deleteRealmIfMigrationNeeded: Bool = false) {
+                migration: (@Sendable (Migration) throws -> Void)? = nil, deleteRealmIfMigrationNeeded: Bool = false,
+                changeLogValues: Bool = false) {
+        self.changeLogValues = changeLogValues
         self.migration = migration
         self.deleteRealmIfMigrationNeeded = deleteRealmIfMigrationNeeded
         self.path = path
@@ -194,6 +202,7 @@ public final class Store: @unchecked Sendable {
             }
             try registerQueryFunctions(conn)
             try openSchema()
+            if configuration.changeLogValues { try keepChangeLogValues(conn) }
             try compactOnLaunch(conn, alone: alone)
             // Reads see the data as of the open until the first refresh.
             if holdsSnapshot { try beginSnapshot(conn) }
@@ -340,7 +349,8 @@ public final class Store: @unchecked Sendable {
                 throw error
             }
             do {
-                write = WriteState(version: try latestVersion(conn) + 1, durability: other)
+                write = WriteState(version: try latestVersion(conn) + 1, keepsValues: try recordsChangeLogValues(conn),
+                                   durability: other)
             } catch {
                 try? conn.execute("ROLLBACK")
                 if other != nil { try? conn.execute(Self.synchronousPragma(configuration.durability)) }
@@ -474,10 +484,39 @@ public final class Store: @unchecked Sendable {
         return UInt64(s.int64(0))
     }
 
+    /// Whether this file's change log keeps values (`Configuration.changeLogValues`): read at
+    /// each write's start, under the write lock, so that a handle of another process that turned
+    /// it on counts from its next commit.
+    func recordsChangeLogValues(_ conn: Connection) throws -> Bool {
+        let s = try conn.statement("SELECT value = 'values' FROM _atoll_meta WHERE key = 'changeLog'")
+        defer { s.reset() }
+        return try s.step() && s.int64(0) != 0
+    }
+
+    /// Makes the file's change log keep values from the next commit on (at open, when the
+    /// configuration asks; a read-only handle cannot, and says so).
+    private func keepChangeLogValues(_ conn: Connection) throws {
+        // (A read-only handle may look at a file without Atoll's tables.)
+        guard (try? recordsChangeLogValues(conn)) != true else { return }
+        guard !configuration.readOnly else {
+            throw AtollError(.readOnly, "changeLogValues: the realm was opened read-only, and its change log does not keep values yet")
+        }
+        try inTransaction(conn) {
+            try conn.execute("INSERT OR REPLACE INTO _atoll_meta VALUES ('changeLog', 'values')")
+        }
+    }
+
+    /// Whether this file's change log keeps values now (`Configuration.changeLogValues`).
+    public func changeLogKeepsValues() throws -> Bool {
+        try locked { conn in try recordsChangeLogValues(conn) }
+    }
+
     /// The change-log entries after a version, oldest first.
     /// - Parameters:
     ///   - limit: at most this many entries; nil for all.
     ///   - skipping: versions whose instructions are not read (their entries come back empty).
+    /// - Throws: `.invalidArgument` for an entry (not skipped) that the file recorded without
+    ///   values (before `Configuration.changeLogValues` was set for it), naming its version.
     public func changes(after version: UInt64, limit: Int? = nil, skipping: Set<UInt64> = []) throws -> [ChangeSet] {
         try locked { conn in
             let s = try conn.statement(
@@ -495,7 +534,12 @@ public final class Store: @unchecked Sendable {
                 chunks.reset()
                 chunks.bind(1, Int64(sets[i].version))
                 while try chunks.step() {
-                    let decoded = try ChangeRecorder.decode(chunks.blob(0))
+                    let bytes = chunks.blob(0)
+                    guard ChangeRecorder.hasValues(bytes) else {
+                        chunks.reset()
+                        throw AtollError(.invalidArgument, "change-log entry \(sets[i].version) was recorded without values: the realm's change log keeps values only from the first commit after it is opened with changeLogValues set")
+                    }
+                    let decoded = try ChangeRecorder.decode(bytes)
                     if sets[i].instructions.isEmpty { sets[i].instructions = decoded } else { sets[i].instructions += decoded }
                 }
             }
@@ -508,14 +552,16 @@ public final class Store: @unchecked Sendable {
 /// The state of an open write transaction.
 final class WriteState {
     let version: UInt64
-    let recorder = ChangeRecorder()
+    let recorder: ChangeRecorder
     /// What the instructions imply without saying it (links nulled by erases), for observers;
-    /// kept beside the entry (`ChangeRecorder.effectsChunk`), never replayed.
-    let effects = ChangeRecorder()
+    /// kept beside the entry (`ChangeRecorder.effectsChunk`), never replayed. Observers read no
+    /// values, so it keeps none.
+    let effects = ChangeRecorder(keepsValues: false)
     /// The durability of this transaction's commit when it is not the configuration's.
     let durability: Durability?
-    init(version: UInt64, durability: Durability? = nil) {
+    init(version: UInt64, keepsValues: Bool, durability: Durability? = nil) {
         self.version = version
+        recorder = ChangeRecorder(keepsValues: keepsValues)
         self.durability = durability
     }
 }

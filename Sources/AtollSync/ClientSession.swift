@@ -145,6 +145,9 @@ public final class ClientSession: @unchecked Sendable {
         configuration = sync
         var c = storeConfiguration
         c.notificationDelivery = .thread
+        // Uploads are read from the change log, values and all: the file keeps them from this
+        // open on, for the host's handles too (they open after the session).
+        c.changeLogValues = true
         let store = try Store(c)
         self.store = store
         connection = user.app.connection(for: user)
@@ -153,6 +156,11 @@ public final class ClientSession: @unchecked Sendable {
             try store.withMetadata { sql in
                 try ClientTables.create(sql)
                 node = try ClientTables.int(sql, "node")
+                if node == 0, try sql.changeLogHasEntriesWithoutValues() {
+                    // A local realm's file, whose history kept no values: the upload could not
+                    // send it. (Nothing of this transaction is kept.)
+                    throw AtollError(.invalidArgument, "'\(path)' is a local realm's file with changes that cannot be uploaded: open it as a local realm and copy its objects into a synced realm with writeCopy")
+                }
                 if node == 0 {
                     // The clock's tie-break: random per client file, so that two devices never
                     // name two list elements alike, even before the server knows them.

@@ -9,6 +9,8 @@ public enum SyncCopy {
     public static func copy(from source: Store, toSynced target: Configuration) throws {
         var configuration = target
         if configuration.schema == nil { configuration.schema = source.schema }
+        // The session uploads these creates from the change log, values and all.
+        configuration.changeLogValues = true
         let copy = try Store(configuration)
         defer { copy.close() }
         for cls in copy.schema.classes where !cls.isEmbedded {
@@ -57,6 +59,8 @@ public enum SyncCopy {
                 if try sql.rows("SELECT count(*) FROM sqlite_schema WHERE name = '_atoll_holds'").first?.first != .int(0) {
                     try sql.execute("DELETE FROM _atoll_holds WHERE holder = 'sync'")
                 }
+                // Sync made the log keep values; a local file keeps them when its host asks.
+                try sql.execute("DELETE FROM _atoll_meta WHERE key = 'changeLog'")
             }
         }
     }

@@ -23,7 +23,7 @@ final class ChangeLogJSONTests: XCTestCase {
     }
 
     func testTheShapeOfTheLog() throws {
-        let store = try Store(Configuration(path: temporaryRealmPath(), schema: Self.schema))
+        let store = try Store(Configuration(path: temporaryRealmPath(), schema: Self.schema, changeLogValues: true))
         defer { store.close() }
         try store.write {
             try store.create("Person", ["id": .string("p1"), "name": .string("Ann")])

@@ -21,7 +21,7 @@ final class ChangeLogTests: XCTestCase {
 
     func testExactInstructionsOfSeveralTransactions() throws {
         let start = Timestamp(Date()).milliseconds
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         XCTAssertEqual(try store.version(), 0)
         XCTAssertEqual(try store.changes(after: 0), [])
 
@@ -65,7 +65,7 @@ final class ChangeLogTests: XCTestCase {
     }
 
     func testInlineLinkedObjectsComeFirst() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.write {
             try store.create("Dog", ["id": .int(7), "owner": .object(["id": .string("p2"), "name": .string("Bo")])])
         }
@@ -81,7 +81,7 @@ final class ChangeLogTests: XCTestCase {
     }
 
     func testObjectsWithoutPrimaryKeyAreNamedByRowKey() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let key = try store.write { try store.create("Note", ["text": .string("hello")]) }
         try store.write { try store.objects("Note").deleteAll() }
         let sets = try store.changes(after: 0)
@@ -92,7 +92,7 @@ final class ChangeLogTests: XCTestCase {
     }
 
     func testEmptyAndCancelledTransactionsAddNoVersion() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.write { try store.create("Person", ["id": .string("p1")]) }
         try store.beginWrite()
         try store.commit()
@@ -110,7 +110,7 @@ final class ChangeLogTests: XCTestCase {
     }
 
     func testChangesAfterAndLimit() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         for i in 1...5 {
             try store.write { try store.create("Person", ["id": .string("p\(i)")]) }
         }
@@ -126,12 +126,13 @@ final class ChangeLogTests: XCTestCase {
 
     func testTheLogSurvivesReopening() throws {
         let path = temporaryRealmPath()
-        let store = try open(path, Self.schema)
+        let store = try open(path, Self.schema, changeLogValues: true)
         try store.write { try store.create("Person", ["id": .string("p1"), "name": .string("Ann")]) }
         try store.write { try store.delete("Person", primaryKey: .string("p1")) }
         let before = try store.changes(after: 0)
         store.close()
 
+        // The file keeps values: a handle that does not ask records them too.
         let reopened = try open(path, nil)
         XCTAssertEqual(try reopened.changes(after: 0), before)
         XCTAssertEqual(try reopened.version(), 2)
@@ -145,7 +146,7 @@ final class ChangeLogTests: XCTestCase {
             Property(name: "bin", type: .data), Property(name: "when", type: .date), Property(name: "u", type: .uuid),
             Property(name: "dec", type: .decimal128), Property(name: "b", type: .bool),
         ])])
-        let store = try openTemporaryStore(schema)
+        let store = try openTemporaryStore(schema, changeLogValues: true)
         let oid = ObjectId(hex: "0123456789abcdef01234567")!
         let values: [(String, Value)] = [
             ("f", .float(0.1)), ("d", .double(-2.5e300)), ("bin", .data([0, 255])), ("when", .date(Timestamp(milliseconds: -5))),
@@ -161,7 +162,7 @@ final class ChangeLogTests: XCTestCase {
     /// back whole and in order.
     func testALargeTransactionIsChunkedAndReadsBackInOrder() throws {
         let path = temporaryRealmPath()
-        let store = try open(path, Self.schema)
+        let store = try open(path, Self.schema, changeLogValues: true)
         let n = 200_000
         let padding = String(repeating: "x", count: 24)
         try store.write {
@@ -190,7 +191,7 @@ final class ChangeLogTests: XCTestCase {
     /// A cancelled transaction leaves nothing, also when its log had been written out in chunks.
     func testACancelledLargeTransactionLeavesNoChunks() throws {
         let path = temporaryRealmPath()
-        let store = try open(path, Self.schema)
+        let store = try open(path, Self.schema, changeLogValues: true)
         let padding = String(repeating: "y", count: 64)
         try store.beginWrite()
         for i in 0..<60_000 {

@@ -19,8 +19,8 @@ final class CollectionOperationsTests: XCTestCase {
         ObjectSchema(name: "Address", isEmbedded: true, properties: [.string("city")]),
     ])
 
-    func store() throws -> Store {
-        var config = Configuration(path: temporaryRealmPath(), schema: Self.schema)
+    func store(changeLogValues: Bool = false) throws -> Store {
+        var config = Configuration(path: temporaryRealmPath(), schema: Self.schema, changeLogValues: changeLogValues)
         config.notificationDelivery = .host
         let store = try Store(config)
         addTeardownBlock { store.close() }
@@ -33,7 +33,7 @@ final class CollectionOperationsTests: XCTestCase {
     }
 
     func testListInsertSetEraseMove() throws {
-        let store = try store()
+        let store = try store(changeLogValues: true)
         try store.write {
             try store.listInsert("Person", primaryKey: .int(1), property: "numbers", .int(0), at: 0)   // 0 1 2 3
             try store.listInsert("Person", primaryKey: .int(1), property: "numbers", .int(9), at: 4)   // 0 1 2 3 9
@@ -95,7 +95,7 @@ final class CollectionOperationsTests: XCTestCase {
     }
 
     func testSetsAndDictionariesAndMixed() throws {
-        let store = try store()
+        let store = try store(changeLogValues: true)
         try store.write {
             try store.create("Dog", ["id": .int(5)])
             XCTAssertTrue(try store.setInsert("Person", primaryKey: .int(1), property: "tags", .string("a")))

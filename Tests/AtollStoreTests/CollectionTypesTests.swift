@@ -28,7 +28,7 @@ final class CollectionTypesTests: XCTestCase {
     ])
 
     private func store() throws -> Store {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.write {
             for (id, name) in [(1, "Rex"), (2, "Fido"), (3, "Ace")] {
                 try store.create("Dog", ["id": .int(Int64(id)), "name": .string(name)])
@@ -261,11 +261,11 @@ final class CollectionTypesTests: XCTestCase {
     func testSchemaStoresEveryNewTypeAndReopens() throws {
         let path = temporaryRealmPath()
         do {
-            let store = try open(path, Self.schema)
+            let store = try open(path, Self.schema, changeLogValues: true)
             try store.write { try store.create("Person", ["id": .int(1), "anything": .string("x")]) }
             store.close()
         }
-        let reopened = try open(path, nil)
+        let reopened = try open(path, nil, changeLogValues: true)
         XCTAssertEqual(reopened.schema[ "Dog"]?[property: "owners"], Self.schema["Dog"]?[property: "owners"])
         XCTAssertEqual(reopened.schema["Person"], Self.schema["Person"])
         XCTAssertEqual(try reopened.object("Person", primaryKey: .int(1))?["anything"], .string("x"))
@@ -273,7 +273,7 @@ final class CollectionTypesTests: XCTestCase {
         var more = Self.schema
         more.classes[1].properties.append(Property(name: "petOf", type: .linkingObjects, objectType: "Person", linkOriginProperty: "pets"))
         reopened.close()
-        XCTAssertNoThrow(try open(path, more))
+        XCTAssertNoThrow(try open(path, more, changeLogValues: true))
     }
 }
 

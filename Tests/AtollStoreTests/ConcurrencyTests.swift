@@ -42,7 +42,7 @@ final class ConcurrencyTests: XCTestCase {
 
         let name = String(reflecting: type(of: self)) + "/testTwoProcesses"
         let path = temporaryRealmPath()
-        let store = try open(path, Self.schema)
+        let store = try open(path, Self.schema, changeLogValues: true)
         try store.write { try store.create("Item", ["id": .int(1)]) }
         try store.beginWrite()
         try store.create("Item", ["id": .int(2)])
@@ -66,8 +66,8 @@ final class ConcurrencyTests: XCTestCase {
 
     func testAReaderSeesCommittedDataOnly() throws {
         let path = temporaryRealmPath()
-        let writer = try open(path, Self.schema)
-        let reader = try open(path, nil)
+        let writer = try open(path, Self.schema, changeLogValues: true)
+        let reader = try open(path, nil, changeLogValues: true)
         try writer.beginWrite()
         try writer.create("Item", ["id": .int(1)])
         XCTAssertEqual(try reader.objects("Item").count(), 0, "uncommitted writes are invisible to others")
@@ -83,8 +83,8 @@ final class ConcurrencyTests: XCTestCase {
 
     func testASecondWriterWaitsForTheFirstToCommit() throws {
         let path = temporaryRealmPath()
-        let first = try open(path, Self.schema)
-        let second = try open(path, nil)
+        let first = try open(path, Self.schema, changeLogValues: true)
+        let second = try open(path, nil, changeLogValues: true)
         let events = Events()
         let done = expectation(description: "second writer finished")
 
@@ -123,8 +123,8 @@ final class ConcurrencyTests: XCTestCase {
 
     func testWriteTimeoutGivesBusy() throws {
         let path = temporaryRealmPath()
-        let holder = try open(path, Self.schema)
-        let impatient = try open(path, nil, writeTimeoutMilliseconds: 100)
+        let holder = try open(path, Self.schema, changeLogValues: true)
+        let impatient = try open(path, nil, writeTimeoutMilliseconds: 100, changeLogValues: true)
         try holder.beginWrite()
         assertAtollError(try impatient.beginWrite(), .busy, "locked")
         XCTAssertFalse(impatient.isInWrite)
@@ -140,8 +140,8 @@ final class ConcurrencyTests: XCTestCase {
 
     func testZeroTimeoutFailsAtOnce() throws {
         let path = temporaryRealmPath()
-        let holder = try open(path, Self.schema)
-        let other = try open(path, nil, writeTimeoutMilliseconds: 0)
+        let holder = try open(path, Self.schema, changeLogValues: true)
+        let other = try open(path, nil, writeTimeoutMilliseconds: 0, changeLogValues: true)
         try holder.beginWrite()
         assertAtollError(try other.beginWrite(), .busy)
         try holder.cancelWrite()
@@ -154,7 +154,7 @@ final class ConcurrencyTests: XCTestCase {
     /// The write transaction belongs to the store, not to a thread: a second thread's
     /// `beginWrite` while one is open fails instead of nesting.
     func testAnotherThreadCannotBeginWhileATransactionIsOpen() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.beginWrite()
         let done = expectation(description: "other thread")
         let events = Events()
@@ -169,7 +169,7 @@ final class ConcurrencyTests: XCTestCase {
 
     /// Eight threads writing (each transaction under `withLock`) and reading one store.
     func testManyThreadsOnOneStore() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let hold = try holdChangeLog(store.configuration.path!)
         defer { hold.invalidate() }
         let threads = 8, perThread = 100
@@ -211,8 +211,8 @@ final class ConcurrencyTests: XCTestCase {
     /// Two handles on one file, each written by its own threads.
     func testTwoHandlesWritingConcurrently() throws {
         let path = temporaryRealmPath()
-        let a = try open(path, Self.schema)
-        let b = try open(path, nil)
+        let a = try open(path, Self.schema, changeLogValues: true)
+        let b = try open(path, nil, changeLogValues: true)
         let hold = try holdChangeLog(path)
         defer { hold.invalidate() }
         let failures = Events()
@@ -238,8 +238,8 @@ final class ConcurrencyTests: XCTestCase {
 
     func testReadsFromOtherThreadsDuringAWrite() throws {
         let path = temporaryRealmPath()
-        let writer = try open(path, Self.schema)
-        let reader = try open(path, nil)
+        let writer = try open(path, Self.schema, changeLogValues: true)
+        let reader = try open(path, nil, changeLogValues: true)
         try writer.write { try writer.createMany("Item", (0..<100).map { ["id": .int(Int64($0))] }) }
         XCTAssertEqual(try reader.objects("Item").count(), 0, "the reader reads as of its open")
         try reader.refresh()

@@ -24,8 +24,8 @@ final class CreateManyTests: XCTestCase {
     }
 
     func testObjectsAndChangeLogAreThoseOfOneCreateEach() throws {
-        let many = try openTemporaryStore(Self.schema)
-        let single = try openTemporaryStore(Self.schema)
+        let many = try openTemporaryStore(Self.schema, changeLogValues: true)
+        let single = try openTemporaryStore(Self.schema, changeLogValues: true)
         let objects = items(0..<Self.count)
         XCTAssertEqual(try many.write { try many.createMany("Item", objects) }, Self.count)
         try single.write { for o in objects { try single.create("Item", o) } }
@@ -40,7 +40,7 @@ final class CreateManyTests: XCTestCase {
     }
 
     func testDuplicateInsideABatchNamesTheObjectAndKeepsNothing() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.write { try store.create("Item", ["id": .int(1_000), "name": .string("before")]) }
         try store.beginWrite()
         defer { try? store.cancelWrite() }
@@ -57,7 +57,7 @@ final class CreateManyTests: XCTestCase {
     }
 
     func testTwoObjectsOfOneKeyInOneStatement() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         var objects = items(0..<Self.count)
         objects[40]["id"] = .int(10)   // both in the first statement's 64 rows
         try store.beginWrite()
@@ -68,7 +68,7 @@ final class CreateManyTests: XCTestCase {
     }
 
     func testDuplicateOfAStoredObjectInTheLastPartialStatement() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.write { try store.create("Item", ["id": .int(9_999), "name": .string("stored")]) }
         var objects = items(0..<Self.count)
         objects[Self.count - 2]["id"] = .int(9_999)
@@ -80,7 +80,7 @@ final class CreateManyTests: XCTestCase {
     }
 
     func testTheFirstBadObjectIsNamedEvenWhenALaterOneFailsFirst() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.write { try store.create("Item", ["id": .int(10), "name": .string("stored")]) }
         var objects = items(100..<300)
         // Object 5 duplicates a stored key (found when its statement runs); object 40, in the same
@@ -103,7 +103,7 @@ final class CreateManyTests: XCTestCase {
     }
 
     func testStringPrimaryKeys() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let tags: [Document] = (0..<150).map { ["id": .string("tag-\($0)")] }
         try store.write { _ = try store.createMany("Tag", tags) }
         XCTAssertEqual(try store.objects("Tag").count(), 150)
@@ -115,7 +115,7 @@ final class CreateManyTests: XCTestCase {
     }
 
     func testAClassTooWideForManyRowsAStatement() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let objects: [Document] = (0..<120).map { i in ["id": .int(Int64(i)), "c\(i)": .int(Int64(i))] }
         try store.write { _ = try store.createMany("Wide", objects) }
         XCTAssertEqual(try store.objects("Wide").count(), 120)

@@ -24,7 +24,7 @@ final class FileOperationsTests: XCTestCase {
     /// 1,900 KB of payload are free (the change log keeps its own copy of every payload).
     private func makeFragmentedFile() throws -> String {
         let path = temporaryRealmPath()
-        let store = try Store(Configuration(path: path, schema: Self.schema))
+        let store = try Store(Configuration(path: path, schema: Self.schema, changeLogValues: true))
         try Self.fill(store, count: 2000)
         try store.write { try store.objects("Item", where: "id >= 100").deleteAll() }
         store.close()
@@ -78,7 +78,7 @@ final class FileOperationsTests: XCTestCase {
 
     func testCompactedCopyIsSmallerAndHoldsTheSameData() throws {
         let path = try makeFragmentedFile()
-        let store = try open(path, nil)
+        let store = try open(path, nil, changeLogValues: true)
         let compacted = temporaryRealmPath("compacted.realm")
         let plain = temporaryRealmPath("plain.realm")
         try store.writeCopy(to: compacted)
@@ -93,7 +93,7 @@ final class FileOperationsTests: XCTestCase {
         let expected = try contents(store)
         XCTAssertEqual(expected.0.count, 100)
         for copy in [compacted, plain] {
-            let opened = try open(copy, nil)
+            let opened = try open(copy, nil, changeLogValues: true)
             let got = try contents(opened)
             XCTAssertEqual(got.0, expected.0, copy)
             XCTAssertEqual(got.1, expected.1, copy)
@@ -107,7 +107,7 @@ final class FileOperationsTests: XCTestCase {
 
     func testUncompactedCopyKeepsTheFreePages() throws {
         let path = try makeFragmentedFile()
-        let store = try open(path, nil)
+        let store = try open(path, nil, changeLogValues: true)
         let plain = temporaryRealmPath("plain.realm")
         try store.writeCopy(to: plain, compact: false)
         store.close()
@@ -119,7 +119,7 @@ final class FileOperationsTests: XCTestCase {
     }
 
     func testCopyToAnExistingPathIsRefused() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try Self.fill(store, count: 3)
         let taken = temporaryRealmPath("taken.realm")
         try Data("keep me".utf8).write(to: URL(fileURLWithPath: taken))
@@ -135,7 +135,7 @@ final class FileOperationsTests: XCTestCase {
     }
 
     func testCopyInsideAWriteTransactionIsRefused() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let copy = temporaryRealmPath("copy.realm")
         try store.beginWrite()
         try store.create("Item", ["id": .int(1), "name": .string("a")])
@@ -149,7 +149,7 @@ final class FileOperationsTests: XCTestCase {
     }
 
     func testCopyErrorsLeaveNoFile() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let missingDirectory = temporaryRealmPath("dir") + "/absent/copy.realm"
         assertAtollError(try store.writeCopy(to: missingDirectory), .file, "cannot create")
         assertAtollError(try store.writeCopy(to: ""), .invalidArgument, "empty")
@@ -167,14 +167,14 @@ final class FileOperationsTests: XCTestCase {
         for compact in [true, false] {
             let copy = temporaryRealmPath("from-memory.realm")
             try memory.writeCopy(to: copy, compact: compact)
-            let opened = try open(copy, nil)
+            let opened = try open(copy, nil, changeLogValues: true)
             XCTAssertEqual(try opened.intKeys("Item"), Array(0..<10))
             XCTAssertEqual(try opened.version(), 1)
         }
     }
 
     func testCopyToAConfigurationThatNeedsAMigrationIsRefusedAndLeavesNoFile() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try Self.fill(store, count: 3)
         let copy = temporaryRealmPath("migrate.realm")
         var changed = Self.schema
@@ -188,17 +188,17 @@ final class FileOperationsTests: XCTestCase {
         }
         // The same path works afterwards with a configuration the data fits.
         try store.writeCopy(to: Configuration(path: copy, schema: Self.schema))
-        XCTAssertEqual(try open(copy, nil).intKeys("Item"), [0, 1, 2])
+        XCTAssertEqual(try open(copy, nil, changeLogValues: true).intKeys("Item"), [0, 1, 2])
     }
 
     func testCopyToAConfigurationAddsItsNewClasses() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try Self.fill(store, count: 2)
         var extended = Self.schema
         extended.classes.append(ObjectSchema(name: "Tag", properties: [.string("label")]))
         let copy = temporaryRealmPath("extended.realm")
         try store.writeCopy(to: Configuration(path: copy, schema: extended, schemaVersion: 2))
-        let opened = try open(copy, nil)
+        let opened = try open(copy, nil, changeLogValues: true)
         XCTAssertEqual(opened.schema, extended)
         XCTAssertEqual(opened.schemaVersion, 2)
         XCTAssertEqual(try opened.intKeys("Item"), [0, 1])
@@ -209,7 +209,7 @@ final class FileOperationsTests: XCTestCase {
 
     func testCompactShrinksTheFileAndKeepsTheData() throws {
         let path = temporaryRealmPath()
-        let store = try open(path, Self.schema)
+        let store = try open(path, Self.schema, changeLogValues: true)
         try Self.fill(store, count: 2000)
         try store.write { try store.objects("Item", where: "id >= 100").deleteAll() }
         let before = try contents(store)
@@ -224,12 +224,12 @@ final class FileOperationsTests: XCTestCase {
         XCTAssertEqual(after.2, before.2)
         // Still writable, and another handle reads the same.
         try store.write { try store.create("Item", ["id": .int(9999), "name": .string("after")]) }
-        XCTAssertEqual(try open(path, nil).objects("Item").count(), 101)
+        XCTAssertEqual(try open(path, nil, changeLogValues: true).objects("Item").count(), 101)
     }
 
     func testCompactIsRefusedInAWriteAndWhenReadOnly() throws {
         let path = temporaryRealmPath()
-        let store = try open(path, Self.schema)
+        let store = try open(path, Self.schema, changeLogValues: true)
         try store.beginWrite()
         assertAtollError(try store.compact(), .alreadyInWrite, "compact", "write transaction")
         XCTAssertTrue(store.isInWrite)
@@ -242,8 +242,8 @@ final class FileOperationsTests: XCTestCase {
 
     func testCompactWaitsForAnotherWriterThenGivesBusy() throws {
         let path = temporaryRealmPath()
-        let holder = try open(path, Self.schema)
-        let impatient = try open(path, nil, writeTimeoutMilliseconds: 100)
+        let holder = try open(path, Self.schema, changeLogValues: true)
+        let impatient = try open(path, nil, writeTimeoutMilliseconds: 100, changeLogValues: true)
         try holder.beginWrite()
         try holder.create("Item", ["id": .int(1), "name": .string("held")])
         assertAtollError(try impatient.compact(), .busy, "cannot compact", "write lock")
@@ -254,8 +254,8 @@ final class FileOperationsTests: XCTestCase {
 
     func testCompactWorksWithAnotherHandleOpen() throws {
         let path = temporaryRealmPath()
-        let store = try open(path, Self.schema)
-        let other = try open(path, nil)
+        let store = try open(path, Self.schema, changeLogValues: true)
+        let other = try open(path, nil, changeLogValues: true)
         try Self.fill(store, count: 500)
         try store.write { try store.objects("Item", where: "id >= 10").deleteAll() }
         try store.compact()
@@ -304,7 +304,7 @@ final class FileOperationsTests: XCTestCase {
     func testShouldCompactOnLaunchDoesNotCompactWhileAnotherHandleHasTheFileOpen() throws {
         let path = try makeFragmentedFile()
         let before = try usage(path)
-        let other = try open(path, nil)
+        let other = try open(path, nil, changeLogValues: true)
         let yes = CompactProbe(answer: true)
         let store = try Store(Configuration(path: path, shouldCompactOnLaunch: yes.callback))
         XCTAssertEqual(yes.calls.count, 1, "asked all the same")
@@ -337,7 +337,7 @@ final class FileOperationsTests: XCTestCase {
     func testFileExists() throws {
         let path = temporaryRealmPath()
         XCTAssertFalse(try Store.fileExists(Configuration(path: path)))
-        let store = try open(path, Self.schema)
+        let store = try open(path, Self.schema, changeLogValues: true)
         XCTAssertTrue(try Store.fileExists(Configuration(path: path)))
         store.close()
         XCTAssertTrue(try Store.fileExists(Configuration(path: path)))
@@ -349,8 +349,8 @@ final class FileOperationsTests: XCTestCase {
 
     func testDeleteFilesRefusesWhileOpenInThisProcessAndRemovesEverythingAfterClose() throws {
         let path = temporaryRealmPath()
-        let first = try open(path, Self.schema)
-        let second = try open(path, nil)
+        let first = try open(path, Self.schema, changeLogValues: true)
+        let second = try open(path, nil, changeLogValues: true)
         try Self.fill(first, count: 5)
         XCTAssertTrue(exists(path + "-wal") && exists(path + "-shm"))
         assertAtollError(try Store.deleteFiles(Configuration(path: path)), .busy,
@@ -373,7 +373,7 @@ final class FileOperationsTests: XCTestCase {
         assertAtollError(try Store.deleteFiles(Configuration()), .invalidArgument, "deleteFiles", "\"path\"")
 
         // A new realm at the same path starts empty.
-        let fresh = try open(path, Self.schema)
+        let fresh = try open(path, Self.schema, changeLogValues: true)
         XCTAssertEqual(try fresh.objects("Item").count(), 0)
     }
 
@@ -391,10 +391,10 @@ final class FileOperationsTests: XCTestCase {
 
     func testDeleteFilesThroughASymbolicLink() throws {
         let path = temporaryRealmPath()
-        try open(path, Self.schema).close()
+        try open(path, Self.schema, changeLogValues: true).close()
         let link = (path as NSString).deletingLastPathComponent + "/link.realm"
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
-        let store = try open(link, nil)
+        let store = try open(link, nil, changeLogValues: true)
         assertAtollError(try Store.deleteFiles(Configuration(path: path)), .busy, "open in this process")
         store.close()
         XCTAssertTrue(try Store.deleteFiles(Configuration(path: link)))
@@ -475,7 +475,7 @@ final class FileOperationsTests: XCTestCase {
             return
         }
         let path = temporaryRealmPath()
-        let writer = try open(path, Self.schema)
+        let writer = try open(path, Self.schema, changeLogValues: true)
         let reader = try open(path, nil, readOnly: true)
         let child = try startChild("testTwoProcessesReadAndWriteOneFileAtOnce", role: "batches", path: path)
         var seen: [Int] = []
@@ -499,8 +499,8 @@ final class FileOperationsTests: XCTestCase {
 
     func testTwoHandlesReadAndWriteOneFileAtOnce() throws {
         let path = temporaryRealmPath()
-        let a = try open(path, Self.schema)
-        let b = try open(path, nil)
+        let a = try open(path, Self.schema, changeLogValues: true)
+        let b = try open(path, nil, changeLogValues: true)
         let done = expectation(description: "b wrote")
         let thread = Thread {
             do {
@@ -539,14 +539,14 @@ final class FileOperationsTests: XCTestCase {
         // Reading is allowed, and so is copying.
         let copy = temporaryRealmPath("copy.realm")
         try store.writeCopy(to: copy)
-        XCTAssertEqual(try open(copy, nil).objects("Item").count(), 100)
+        XCTAssertEqual(try open(copy, nil, changeLogValues: true).objects("Item").count(), 100)
         store.close()
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), original, "the database file is unchanged")
     }
 
     func testAReadOnlyHandleSeesAnotherHandlesCommits() throws {
         let path = temporaryRealmPath()
-        let writer = try open(path, Self.schema)
+        let writer = try open(path, Self.schema, changeLogValues: true)
         let reader = try open(path, nil, readOnly: true)
         XCTAssertEqual(try reader.objects("Item").count(), 0)
         try Self.fill(writer, count: 3)

@@ -7,7 +7,7 @@ final class StatisticsTests: XCTestCase {
     static let schema = Schema([ObjectSchema(name: "Item", primaryKey: "id", properties: [.int("id"), .string("text")])])
 
     func testStatisticsCountPagesAndTheChangeLog() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let fresh = try store.statistics()
         XCTAssertGreaterThan(fresh.pageSize, 0)
         XCTAssertGreaterThan(fresh.pageCount, 0)
@@ -39,13 +39,13 @@ final class StatisticsTests: XCTestCase {
         let store = try open(path, nil, readOnly: true)
         XCTAssertFalse(try store.isRealm())
         XCTAssertEqual(try store.statistics().changeLogEntries, 0)
-        XCTAssertTrue(try openTemporaryStore(nil).isRealm())
+        XCTAssertTrue(try openTemporaryStore(nil, changeLogValues: true).isRealm())
     }
 
     func testReadSnapshotSeesOneMoment() throws {
         let path = temporaryRealmPath()
-        let reader = try open(path, Self.schema)
-        let writer = try open(path, Self.schema)
+        let reader = try open(path, Self.schema, changeLogValues: true)
+        let writer = try open(path, Self.schema, changeLogValues: true)
         try writer.write { try writer.create("Item", ["id": .int(1)]) }
         try reader.refresh()
         let (before, inside) = try reader.readSnapshot {

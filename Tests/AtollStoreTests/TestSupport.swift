@@ -8,19 +8,21 @@ import XCTest
 
 extension XCTestCase {
     /// Opens a store on a new temporary file; it is closed when the test ends.
-    func openTemporaryStore(_ schema: Schema?, schemaVersion: UInt64 = 0, path: String? = nil,
+    /// `changeLogValues`: the change log keeps values (for tests that read `changes(after:)`).
+    func openTemporaryStore(_ schema: Schema?, schemaVersion: UInt64 = 0, path: String? = nil, changeLogValues: Bool = false,
                             file: StaticString = #filePath, line: UInt = #line) throws -> Store {
         let store = try Store(Configuration(path: path ?? temporaryRealmPath(), schema: schema,
-                                            schemaVersion: schemaVersion))
+                                            schemaVersion: schemaVersion, changeLogValues: changeLogValues))
         addTeardownBlock { store.close() }
         return store
     }
 
     /// Opens a store on `path` (closed when the test ends).
     func open(_ path: String, _ schema: Schema?, schemaVersion: UInt64 = 0, readOnly: Bool = false,
-              writeTimeoutMilliseconds: Int? = nil) throws -> Store {
+              writeTimeoutMilliseconds: Int? = nil, changeLogValues: Bool = false) throws -> Store {
         let store = try Store(Configuration(path: path, schema: schema, schemaVersion: schemaVersion,
-                                            readOnly: readOnly, writeTimeoutMilliseconds: writeTimeoutMilliseconds))
+                                            readOnly: readOnly, writeTimeoutMilliseconds: writeTimeoutMilliseconds,
+                                            changeLogValues: changeLogValues))
         addTeardownBlock { store.close() }
         return store
     }

@@ -6,7 +6,7 @@ final class TransactionTests: XCTestCase {
     static let schema = Schema([ObjectSchema(name: "Item", primaryKey: "id", properties: [.int("id"), .string("name")])])
 
     func testWritesOutsideATransactionFail() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         assertAtollError(try store.create("Item", ["id": .int(1)]), .notInWrite,
                          "create: the realm is not in a write transaction (call beginWrite first)")
         assertAtollError(try store.commit(), .notInWrite, "commit: the realm is not in a write transaction")
@@ -16,7 +16,7 @@ final class TransactionTests: XCTestCase {
     }
 
     func testBeginTwice() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.beginWrite()
         XCTAssertTrue(store.isInWrite)
         assertAtollError(try store.beginWrite(), .alreadyInWrite, "already in a write transaction")
@@ -28,7 +28,7 @@ final class TransactionTests: XCTestCase {
     }
 
     func testCancelDiscards() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.write { try store.create("Item", ["id": .int(1), "name": .string("kept")]) }
         try store.beginWrite()
         try store.create("Item", ["id": .int(2)])
@@ -43,7 +43,7 @@ final class TransactionTests: XCTestCase {
 
     func testWriteBlockCancelsWhenItThrows() throws {
         struct Stop: Error {}
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         XCTAssertThrowsError(try store.write {
             try store.create("Item", ["id": .int(1)])
             throw Stop()
@@ -54,14 +54,14 @@ final class TransactionTests: XCTestCase {
     }
 
     func testWriteBlockReturnsItsValue() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let key = try store.write { try store.create("Item", ["id": .int(5)]) }
         XCTAssertEqual(key.rawValue, 5)
     }
 
     func testCloseWithAnOpenTransactionDiscardsIt() throws {
         let path = temporaryRealmPath()
-        let store = try open(path, Self.schema)
+        let store = try open(path, Self.schema, changeLogValues: true)
         try store.write { try store.create("Item", ["id": .int(1)]) }
         try store.beginWrite()
         try store.create("Item", ["id": .int(2)])
@@ -69,7 +69,7 @@ final class TransactionTests: XCTestCase {
         XCTAssertTrue(store.isClosed)
         XCTAssertFalse(store.isInWrite)
 
-        let reopened = try open(path, nil)
+        let reopened = try open(path, nil, changeLogValues: true)
         XCTAssertEqual(try reopened.intKeys("Item"), [1])
         XCTAssertEqual(try reopened.version(), 1)
         // And the file is not left locked.
@@ -78,7 +78,7 @@ final class TransactionTests: XCTestCase {
     }
 
     func testAFailedOperationLeavesTheTransactionUsable() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.beginWrite()
         try store.create("Item", ["id": .int(1)])
         assertAtollError(try store.create("Item", ["id": .int(1)]), .duplicatePrimaryKey)
@@ -92,7 +92,7 @@ final class TransactionTests: XCTestCase {
     }
 
     func testUseAfterClose() throws {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         let results = try store.objects("Item")
         store.close()
         store.close()  // a second close is harmless

@@ -8,7 +8,7 @@ final class UpdatePolicyTests: XCTestCase {
     ])])
 
     private func makeStore() throws -> Store {
-        let store = try openTemporaryStore(Self.schema)
+        let store = try openTemporaryStore(Self.schema, changeLogValues: true)
         try store.write {
             try store.create("Person", ["id": .int(1), "name": .string("Ann"), "age": .int(30),
                                         "tags": .list([.string("a")])])

@@ -387,6 +387,28 @@ final class SyncTests: XCTestCase {
         }
     }
 
+    func testALocalRealmsFileIsNotOpenedAsSynced() async throws {
+        try await withServer(config: Self.partitionApp) { f in
+            let app = f.app("device", id: "tasks")
+            let user = try await app.login(credentials: .anonymous)
+            let url = f.directory.appendingPathComponent("was-local.realm")
+            let local = try Realm(configuration: Realm.Configuration(fileURL: url, objectTypes: [Todo.self]))
+            try local.write { local.add(Todo("plan", owner: user.id)) }
+
+            // Its change log kept no values, so nothing of it could be uploaded: refused, and
+            // the file is left a local realm.
+            var synced = user.configuration(partitionValue: user.id)
+            synced.objectTypes = [Todo.self]
+            synced.fileURL = url
+            XCTAssertThrowsError(try Realm(configuration: synced)) { error in
+                XCTAssertTrue("\(error)".contains("writeCopy"), "\(error)")
+            }
+            let again = try Realm(configuration: Realm.Configuration(fileURL: url, objectTypes: [Todo.self]))
+            XCTAssertEqual(names(again.objects(Todo.self)), ["plan"])
+            XCTAssertNil(again.syncSession)
+        }
+    }
+
     // MARK: - Errors
 
     func testErrorHandlerReceivesCompensatingWrites() async throws {

@@ -13,6 +13,10 @@ static json_t *changes(atoll_realm_t *r, uint64_t after, size_t max) {
     return c;
 }
 
+/* What these tests open with: a change log that keeps values (without, it keeps only what
+ * changed, and atoll_realm_changes() refuses its entries; see test_a_log_without_values). */
+static const char *const VALUES = "\"changeLogValues\": true";
+
 static const char *op_of(json_t *ins) { return atoll_jstr(ins, "op"); }
 
 /* The path of an instruction as "name" or "dogs/0" (compact). */
@@ -44,7 +48,7 @@ static bool is_set_of(json_t *ins, const char *cls, long long id, const char *pr
 }
 
 static atoll_realm_t *open_with_rex(void) {
-    atoll_realm_t *r = atoll_test_open(NULL, NULL);
+    atoll_realm_t *r = atoll_test_open(NULL, VALUES);
     if (r == NULL) return NULL;
     CHECK(atoll_realm_begin_write(r));
     atoll_free(atoll_object_create(r, "Dog", "{\"_id\": 1, \"name\": \"Rex\", \"age\": 3}", ATOLL_UPDATE_ERROR));
@@ -53,7 +57,7 @@ static atoll_realm_t *open_with_rex(void) {
 }
 
 static void test_empty_realm_has_no_changes(void) {
-    atoll_realm_t *r = atoll_test_open(NULL, NULL);
+    atoll_realm_t *r = atoll_test_open(NULL, VALUES);
     if (!CHECK(r != NULL)) return;
     char *text = atoll_realm_changes(r, 0, 0);
     CHECK_OK();
@@ -221,7 +225,7 @@ static void test_erase_entry(void) {
 }
 
 static void test_one_entry_per_transaction_in_order(void) {
-    atoll_realm_t *r = atoll_test_open(NULL, NULL);
+    atoll_realm_t *r = atoll_test_open(NULL, VALUES);
     if (!CHECK(r != NULL)) return;
     /* v1: two creates */
     CHECK(atoll_realm_begin_write(r));
@@ -291,14 +295,14 @@ static void test_one_entry_per_transaction_in_order(void) {
 
 static void test_changes_survive_reopen(void) {
     const char *path = atoll_tmp_realm_path("changes");
-    atoll_realm_t *r = atoll_test_open(path, NULL);
+    atoll_realm_t *r = atoll_test_open(path, VALUES);
     if (!CHECK(r != NULL)) return;
     CHECK(atoll_realm_begin_write(r));
     atoll_free(atoll_object_create(r, "Person", "{\"name\": \"Alice\"}", ATOLL_UPDATE_ERROR));
     CHECK(atoll_realm_commit(r));
     json_t *before = changes(r, 0, 0);
     atoll_realm_close(r);
-    r = atoll_test_open(path, NULL);
+    r = atoll_test_open(path, VALUES);
     if (!CHECK(r != NULL)) return;
     json_t *after = changes(r, 0, 0);
     CHECK(json_equal(before, after));
@@ -311,7 +315,44 @@ static void test_changes_survive_reopen(void) {
     atoll_realm_close(r);
 }
 
+/* Without "changeLogValues" the log keeps only what changed: atoll_realm_changes() refuses
+ * such entries by version; a handle that asks makes the file keep values from the next commit,
+ * for every handle. */
+static void test_a_log_without_values(void) {
+    const char *path = atoll_tmp_realm_path("without-values");
+    atoll_realm_t *plain = atoll_test_open(path, NULL);
+    if (!CHECK(plain != NULL)) return;
+    CHECK(atoll_realm_begin_write(plain));
+    atoll_free(atoll_object_create(plain, "Person", "{\"name\": \"Alice\"}", ATOLL_UPDATE_ERROR));
+    CHECK(atoll_realm_commit(plain));
+    CHECK(atoll_realm_changes(plain, 0, 0) == NULL);
+    CHECK_ERR(ATOLL_ERR_INVALID_ARGUMENT, "change-log entry 1 was recorded without values");
+
+    CHECK(atoll_test_open(path, "\"changeLogValues\": 1") == NULL);
+    CHECK_ERR(ATOLL_ERR_INVALID_ARGUMENT, "changeLogValues");
+
+    atoll_realm_t *asking = atoll_test_open(path, VALUES);
+    if (!CHECK(asking != NULL)) { atoll_realm_close(plain); return; }
+    CHECK(atoll_realm_begin_write(plain));
+    atoll_free(atoll_object_create(plain, "Person", "{\"name\": \"Alice\", \"age\": 31}", ATOLL_UPDATE_MODIFIED));
+    CHECK(atoll_realm_commit(plain));
+    CHECK(atoll_realm_refresh(asking));
+    json_t *c = changes(asking, 1, 0);
+    CHECK_INT(json_array_size(c), 1);
+    json_t *ins = json_array_get(json_object_get(json_array_get(c, 0), "instructions"), 0);
+    CHECK_STR(op_of(ins), "set");
+    CHECK_STR(atoll_jstr(ins, "primaryKey"), "Alice");
+    char *p = path_of(ins);
+    CHECK_STR(p, "age");
+    free(p);
+    CHECK_INT(atoll_jint(ins, "value"), 31);
+    json_decref(c);
+    atoll_realm_close(asking);
+    atoll_realm_close(plain);
+}
+
 static const atoll_test_t tests[] = {
+    ATOLL_TEST(test_a_log_without_values),
     ATOLL_TEST(test_empty_realm_has_no_changes),
     ATOLL_TEST(test_create_entry),
     ATOLL_TEST(test_list_instructions),

@@ -42,7 +42,8 @@ static atoll_realm_t *open_realm(const char *path, const char *mode) {
     if (path) snprintf(where, sizeof where, "'path': '%s'", path);
     else snprintf(where, sizeof where, "'inMemory': true");
     if (mode) snprintf(notify, sizeof notify, ", 'notifications': '%s'", mode);
-    snprintf(config, sizeof config, "{%s, 'schema': %s%s}", where, SCHEMA, notify);
+    /* The log keeps values: these tests read the instructions of each operation. */
+    snprintf(config, sizeof config, "{%s, 'schema': %s%s, 'changeLogValues': true}", where, SCHEMA, notify);
     return atoll_realm_open(J(config));
 }
 

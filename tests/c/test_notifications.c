@@ -1601,7 +1601,11 @@ static void test_frozen_results(void) {
 /* MARK: - The change log behind observers */
 
 static void test_change_log_pruned_behind_observers(void) {
-    atoll_realm_t *r = open_realm(atoll_tmp_realm_path("pruning"), "host");
+    /* A log that keeps values: atoll_realm_changes() counts its entries. */
+    char config[4096];
+    snprintf(config, sizeof config, "{\"path\": \"%s\", \"schema\": %s, \"notifications\": \"host\", "
+             "\"changeLogValues\": true}", atoll_tmp_realm_path("pruning"), SCHEMA);
+    atoll_realm_t *r = atoll_realm_open(config);
     if (!CHECK(r != NULL)) return;
     atoll_results_t *res = atoll_results_query(r, "Person", NULL, NULL);
     inbox_t in;

@@ -25,7 +25,7 @@ static const char *const SCHEMA =
  * transaction. */
 static atoll_realm_t *open_with_pups(void) {
     char config[4096];
-    snprintf(config, sizeof config, "{\"inMemory\": true, \"schema\": %s}", SCHEMA);
+    snprintf(config, sizeof config, "{\"inMemory\": true, \"changeLogValues\": true, \"schema\": %s}", SCHEMA);
     atoll_realm_t *r = atoll_realm_open(config);
     if (!CHECK(r != NULL)) return NULL;
     CHECK(atoll_realm_begin_write(r));

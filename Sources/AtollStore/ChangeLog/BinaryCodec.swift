@@ -6,6 +6,9 @@ import Foundation
 
 /// 2: a `listMove` carries the moved value (format 1 chunks, without it, are still read).
 let changeLogFormat: UInt8 = 2
+/// 3: the records of format 2 without their values, and a new object as a bare `create`
+/// (what a file that keeps no values records; see `Store.recordsChangeLogValues`).
+let changeLogFormatWithoutValues: UInt8 = 3
 
 struct BinaryWriter {
     var bytes: [UInt8] = []

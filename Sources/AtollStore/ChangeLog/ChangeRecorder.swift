@@ -12,13 +12,22 @@ final class ChangeRecorder {
     private var pendingCount = 0
     private var flushedCount = 0
     private var chunk = 0
+    /// Whether records carry values (format 2) or only what changed (format 3: ops, objects,
+    /// paths and indexes, which is all observers read). See `Store.recordsChangeLogValues`.
+    let keepsValues: Bool
 
     /// Record kinds. 1–8 and 10–15 are `Instruction.Op`; 9 is a create with its initial values;
     /// 0 only defines names.
     private static let createWithValues: UInt8 = 9
     private static let defineNames: UInt8 = 0
 
-    init() { writer.byte(changeLogFormat) }
+    init(keepsValues: Bool = true) {
+        self.keepsValues = keepsValues
+        writer.byte(format)
+    }
+
+    /// The format byte of this recorder's chunks.
+    private var format: UInt8 { keepsValues ? changeLogFormat : changeLogFormatWithoutValues }
 
     /// All instructions recorded in this transaction (as read back: a create with values counts
     /// one per value and one for the create).
@@ -47,6 +56,15 @@ final class ChangeRecorder {
             numbers = (writer.nameNumbers[info.name] ?? 0, info.columns.enumerated().filter { $0.element.name != pkName }
                 .map { ($0.offset, writer.nameNumbers[$0.element.name] ?? 0) })
             columnNumbers[id] = numbers
+        }
+        guard keepsValues else {
+            // Observers need only that the object is new: its properties do not count as
+            // changed for them (an object created in a range is an insertion).
+            writer.byte(Instruction.Op.create.rawValue)
+            writer.varint(UInt64(numbers.className + 1))
+            writer.value(primaryKey)
+            pendingCount += 1
+            return
         }
         writer.byte(Self.createWithValues)
         writer.varint(UInt64(numbers.className + 1))
@@ -79,7 +97,7 @@ final class ChangeRecorder {
         default: break
         }
         if ins.op == .listMove { writer.signed(Int64(ins.toIndex ?? 0)) }
-        if ins.op.carriesValue || ins.op == .listMove { writer.value(ins.value ?? .null) }
+        if keepsValues, ins.op.carriesValue || ins.op == .listMove { writer.value(ins.value ?? .null) }
         pendingCount += 1
     }
 
@@ -108,7 +126,7 @@ final class ChangeRecorder {
             writer.byte(0)
             writer.varint(UInt64(propertyNumber + 1))
             if indexed { writer.signed(Int64(i)) }
-            writer.value(values[i])
+            if keepsValues { writer.value(values[i]) }
         }
         pendingCount += values.count - 1
     }
@@ -141,18 +159,22 @@ final class ChangeRecorder {
         flushedCount += pendingCount
         pendingCount = 0
         writer = BinaryWriter()
-        writer.byte(changeLogFormat)
+        writer.byte(format)
         columnNumbers = [:]
     }
 
-    /// The instructions of one chunk.
+    /// Whether a chunk's records carry values (formats 1 and 2 do; 3 does not).
+    static func hasValues(_ bytes: [UInt8]) -> Bool { bytes.first != changeLogFormatWithoutValues }
+
+    /// The instructions of one chunk (of a chunk without values: instructions without values).
     static func decode(_ bytes: [UInt8]) throws -> [Instruction] {
         var reader = BinaryReader(bytes)
         guard !reader.atEnd else { throw AtollError(.file, "the change log has an unknown format") }
         let format = try reader.byte()
-        guard format == 1 || format == changeLogFormat else {
+        guard format == 1 || format == changeLogFormat || format == changeLogFormatWithoutValues else {
             throw AtollError(.file, "the change log has an unknown format")
         }
+        let hasValues = format != changeLogFormatWithoutValues
         var out = [Instruction]()
         var paths = [[PathElement]?]()
         var reserved = false
@@ -203,7 +225,7 @@ final class ChangeRecorder {
                 default: break
                 }
                 if op == .listMove { ins.toIndex = Int(try reader.signed()) }
-                if op.carriesValue || (op == .listMove && format >= 2) { ins.value = try reader.value() }
+                if hasValues, op.carriesValue || (op == .listMove && format >= 2) { ins.value = try reader.value() }
             }
             out.append(ins)
         }

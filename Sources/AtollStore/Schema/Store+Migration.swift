@@ -163,7 +163,7 @@ extension Store {
         conn.clearCache()
         adopt(result, version: configuration.schemaVersion)
         // 3. The callback, in a write transaction of its own store.
-        let state = WriteState(version: try latestVersion(conn) + 1)
+        let state = WriteState(version: try latestVersion(conn) + 1, keepsValues: try recordsChangeLogValues(conn))
         write = state
         migrating = true
         defer {

@@ -71,9 +71,16 @@ def path(tmp_path: Path) -> Path:
     return tmp_path / "test.realm"
 
 
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line(
+        "markers", "change_log_values: the realm fixture's change log keeps values "
+        "(for tests that read realm.changes())")
+
+
 @pytest.fixture
-def realm(path: Path, schema: List[Dict[str, Any]]):
-    r = atoll.open(path, schema=schema, schema_version=1)
+def realm(request: Any, path: Path, schema: List[Dict[str, Any]]):
+    values = request.node.get_closest_marker("change_log_values") is not None
+    r = atoll.open(path, schema=schema, schema_version=1, change_log_values=values)
     yield r
     r.close()
 

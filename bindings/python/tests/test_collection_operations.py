@@ -35,8 +35,9 @@ P = ("Person", 1)   # the object most tests work on
 
 
 @pytest.fixture
-def realm(tmp_path):
-    r = atoll.open(tmp_path / "ops.realm", schema=SCHEMA, notifications="host")
+def realm(request, tmp_path):
+    values = request.node.get_closest_marker("change_log_values") is not None
+    r = atoll.open(tmp_path / "ops.realm", schema=SCHEMA, notifications="host", change_log_values=values)
     with r.write():
         r.create("Person", {"id": 1, "numbers": [1, 2, 3]})
     yield r
@@ -71,6 +72,7 @@ def take(inbox):
 
 # MARK: - Lists
 
+@pytest.mark.change_log_values
 def test_list_insert_set_erase_move(realm):
     v = realm.version
     with realm.write():
@@ -127,6 +129,7 @@ def test_index_like_objects_are_accepted(realm):
     assert numbers(realm) == [4, 10, 2]
 
 
+@pytest.mark.change_log_values
 def test_a_class_without_a_primary_key_is_named_by_its_row_key(realm):
     with realm.write():
         realm.create("Bag", {"_atoll_key": 40, "items": [1]})
@@ -142,6 +145,7 @@ def test_a_class_without_a_primary_key_is_named_by_its_row_key(realm):
 
 # MARK: - Sets and dictionaries
 
+@pytest.mark.change_log_values
 def test_set_insert_and_erase(realm):
     v = realm.version
     with realm.write():
@@ -165,6 +169,7 @@ def test_set_insert_and_erase(realm):
     assert realm.version == v + 1
 
 
+@pytest.mark.change_log_values
 def test_dictionary_set_and_erase(realm):
     v = realm.version
     with realm.write():
@@ -186,6 +191,7 @@ def test_dictionary_set_and_erase(realm):
 
 # MARK: - Values
 
+@pytest.mark.change_log_values
 def test_values_are_written_as_create_writes_them(realm):
     when = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=dt.timezone.utc)
     before_1970 = dt.datetime(1960, 1, 2, tzinfo=dt.timezone.utc)
@@ -218,6 +224,7 @@ def test_values_are_written_as_create_writes_them(realm):
     assert realm.get(*P)["dates"] == [when, when]
 
 
+@pytest.mark.change_log_values
 def test_mixed_lists_and_dictionaries(realm):
     v = realm.version
     with realm.write():
@@ -246,6 +253,7 @@ def test_mixed_lists_and_dictionaries(realm):
 
 # MARK: - Embedded objects and links
 
+@pytest.mark.change_log_values
 def test_embedded_elements_belong_to_their_collection(realm):
     v = realm.version
     with realm.write():
@@ -275,6 +283,7 @@ def test_embedded_elements_belong_to_their_collection(realm):
     assert sorted(a["city"] for a in realm.objects("Address")) == ["Bern", "Riga"]
 
 
+@pytest.mark.change_log_values
 def test_links_by_primary_key_and_as_whole_objects(realm):
     with realm.write():
         realm.create("Dog", {"id": 5, "name": "five"})
@@ -418,6 +427,7 @@ LIBRARY_ERRORS = [
 ]
 
 
+@pytest.mark.change_log_values
 @pytest.mark.parametrize("call, exc, words", LIBRARY_ERRORS)
 def test_library_errors_change_nothing(realm, call, exc, words):
     with realm.write():
@@ -594,7 +604,8 @@ def test_random_list_operations_give_changes_that_rebuild_the_list(realm, seed):
 
 def test_add_integer_is_a_counter(tmp_path):
     realm = atoll.open(tmp_path / "c.realm", schema=[{"name": "Counter", "primaryKey": "_id",
-                                                      "properties": {"_id": "int", "n": "int", "maybe": "int?", "s": "string"}}])
+                                                      "properties": {"_id": "int", "n": "int", "maybe": "int?", "s": "string"}}],
+                       change_log_values=True)
     with realm:
         with realm.write():
             realm.create("Counter", {"_id": 1, "n": 5, "s": "x"})

@@ -17,7 +17,7 @@ realm = atoll.open(sys.argv[1])
 
 
 def make_file(path):
-    with atoll.open(path, schema=[PERSON], schema_version=1) as realm:
+    with atoll.open(path, schema=[PERSON], schema_version=1, change_log_values=True) as realm:
         with realm.write():
             realm.create("Person", {"_id": 0, "name": "seed"})
 
@@ -236,6 +236,7 @@ def test_eight_threads_hammering_one_realm(path, schema):
         assert len(again.objects("Person")) == n_threads * n_iter
 
 
+@pytest.mark.change_log_values
 def test_threads_share_one_transaction_of_the_handle(realm):
     """A write transaction belongs to the handle: threads may write into it (the library
     serializes their calls)."""

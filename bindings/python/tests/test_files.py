@@ -30,7 +30,7 @@ def fill(realm, first, count):
 
 def make_fragmented(path):
     """A closed realm with 1,000 items written and all but the first 100 deleted."""
-    with atoll.open(path, schema=[ITEM]) as realm:
+    with atoll.open(path, schema=[ITEM], change_log_values=True) as realm:
         fill(realm, 0, 1000)
         with realm.write():
             assert realm.objects("Item").filter("_id >= 100").delete_all() == 900
@@ -168,7 +168,7 @@ def test_configuration_arguments_are_checked(tmp_path, realm):
 def test_compact_shrinks_the_file_and_keeps_the_data(tmp_path):
     path = tmp_path / "compact.realm"
     wal = Path(f"{path}-wal")
-    with atoll.open(path, schema=[ITEM]) as realm:
+    with atoll.open(path, schema=[ITEM], change_log_values=True) as realm:
         fill(realm, 0, 1000)
         with realm.write():
             realm.objects("Item").filter("_id >= 100").delete_all()

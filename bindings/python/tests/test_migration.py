@@ -28,7 +28,7 @@ V1 = [PERSON_V1, DOG, TOY]
 
 
 def seed(path):
-    with atoll.open(path, schema=V0) as realm:
+    with atoll.open(path, schema=V0, change_log_values=True) as realm:
         with realm.write():
             realm.create("Person", {"_id": 1, "name": "Ann", "age": "31", "nicknames": ["A"]})
             realm.create("Person", {"_id": 2, "name": "Bob", "age": None})
@@ -376,7 +376,7 @@ def test_delete_realm_if_migration_needed(tmp_path):
         assert len(realm.objects("Person")) == 3
     calls = []
     with atoll.open(path, schema=V1, delete_realm_if_migration_needed=True,
-                    migration=calls.append) as realm:
+                    migration=calls.append, change_log_values=True) as realm:
         assert calls == []
         assert len(realm.objects("Person")) == 0
         assert sorted(c["name"] for c in realm.schema) == ["Dog", "Person", "Toy"]

@@ -293,6 +293,7 @@ def test_iteration_reads_in_pages(realm):
     assert r[1234] == {"_id": 1234, "name": "p01234", "age": None}
 
 
+@pytest.mark.change_log_values
 def test_delete_all(dogs):
     r = dogs.objects("Dog").filter("age > $0", 2)
     with pytest.raises(atoll.NotInWriteError):

@@ -288,6 +288,7 @@ def test_repr(realm, path):
     assert repr(r) == "<atoll.Results Dog 'age > $0' [2] closed>"
 
 
+@pytest.mark.change_log_values
 def test_changes_after_a_write(realm):
     import datetime as dt
     before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
@@ -316,6 +317,29 @@ def test_changes_after_a_write(realm):
     assert [e["version"] for e in realm.changes(after_version=1, max_entries=1)] == [2]
     assert realm.changes(after_version=3) == []
     assert realm.changes(after_version=1000) == []
+
+
+def test_a_change_log_keeps_values_only_when_asked(path, schema):
+    with atoll.open(path, schema=schema) as plain:
+        with plain.write():
+            plain.create("Person", {"_id": 1, "name": "Ann", "age": 30})
+        with pytest.raises(atoll.InvalidArgumentError, match="entry 1 was recorded without values"):
+            plain.changes()
+        with pytest.raises(TypeError, match="change_log_values must be a bool"):
+            atoll.open(path, change_log_values="yes")
+        # Another handle asks; from the next commit on, every handle's commits keep values.
+        with atoll.open(path, change_log_values=True) as asking:
+            with plain.write():
+                plain.create("Person", {"_id": 1, "age": 31}, update="modified")
+            asking.refresh()
+            assert asking.changes(after_version=1) == [
+                {"version": 2, "timestamp": asking.changes(after_version=1)[0]["timestamp"],
+                 "instructions": [{"op": "set", "class": "Person", "primaryKey": 1, "path": ["age"],
+                                   "value": 31}]}]
+    with atoll.open(path) as again:            # the file keeps the setting
+        with again.write():
+            again.delete("Person", 1)
+        assert [i["op"] for i in again.changes(after_version=2)[0]["instructions"]] == ["erase"]
 
 
 def test_durability_is_full_by_default_and_normal_when_asked(path, schema):

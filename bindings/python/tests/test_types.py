@@ -222,6 +222,7 @@ def test_list_of_objects(realm):
     assert realm.get("Dog", 1)["toys"] == ["bone"]
 
 
+@pytest.mark.change_log_values
 def test_embedded_objects_and_cascade_delete(realm):
     home = {"street": "Main St 1", "city": "Springfield"}
     vets = [{"street": "Vet Rd 2", "city": None}, {"street": "Vet Rd 3", "city": "Shelbyville"}]
@@ -336,7 +337,7 @@ def owner(_id, name, **values):
 @pytest.fixture
 def pups(tmp_path):
     """A realm of COLLECTIONS with four pups: Rex 3, Fido 7, Ace 10, Bo 1."""
-    r = atoll.open(tmp_path / "collections.realm", schema=COLLECTIONS)
+    r = atoll.open(tmp_path / "collections.realm", schema=COLLECTIONS, change_log_values=True)
     with r.write():
         r.create_many("Pup", [{"_id": i, "name": n, "age": a} for i, n, a in
                               ((1, "Rex", 3), (2, "Fido", 7), (3, "Ace", 10), (4, "Bo", 1))])

@@ -30,6 +30,7 @@ def test_update_policy_error(realm):
     assert realm.changes(after_version=v) == []
 
 
+@pytest.mark.change_log_values
 def test_update_policy_modified_records_only_changed_fields(realm):
     with realm.write():
         realm.create("Person", {"_id": 1, "name": "Ann", "age": 30})
@@ -52,6 +53,7 @@ def test_update_policy_modified_records_only_changed_fields(realm):
     assert sets_of(realm.changes(after_version=v + 1)[0]) == [(("age",), None)]
 
 
+@pytest.mark.change_log_values
 def test_update_policy_all_records_every_given_field(realm):
     with realm.write():
         realm.create("Person", {"_id": 1, "name": "Ann", "age": 30})
@@ -71,6 +73,7 @@ def test_update_policy_all_records_every_given_field(realm):
     assert sets_of(realm.changes(after_version=v + 1)[0]) == [(("name",), "Ann")]
 
 
+@pytest.mark.change_log_values
 def test_modified_with_every_type_unchanged_records_nothing(realm):
     import datetime as dt
     import decimal
@@ -95,6 +98,7 @@ def test_modified_with_every_type_unchanged_records_nothing(realm):
     assert realm.get("Dog", 1)["tags"] == ["a", "c"]
 
 
+@pytest.mark.change_log_values
 def test_update_policy_creates_when_absent(realm):
     with realm.write():
         assert realm.create("Person", {"_id": 5, "name": "Eve"}, update="modified") == \

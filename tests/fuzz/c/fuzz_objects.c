@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t config_size = strlen(use) + 64;
     char *config = malloc(config_size);
     if (config == NULL) abort();
-    snprintf(config, config_size, "{\"inMemory\": true, \"notifications\": \"host\", \"schema\": %s}", use);
+    snprintf(config, config_size, "{\"inMemory\": true, \"notifications\": \"host\", \"changeLogValues\": true, \"schema\": %s}", use);
     atoll_realm_t *realm = atoll_realm_open(config);
     FUZZ_CHECK("atoll_realm_open", realm != NULL);
     free(config);

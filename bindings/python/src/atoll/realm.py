@@ -137,7 +137,7 @@ def _index(value: Any, what: str) -> int:
 
 #: The keys of a configuration mapping: open()'s keyword arguments that describe the file.
 CONFIG_KEYS = ("path", "schema", "schema_version", "in_memory", "read_only", "write_timeout_ms",
-               "delete_realm_if_migration_needed", "notifications", "durability")
+               "delete_realm_if_migration_needed", "notifications", "durability", "change_log_values")
 
 
 def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
@@ -152,6 +152,7 @@ def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
     delete_if_needed = options.get("delete_realm_if_migration_needed", False)
     notifications = options.get("notifications", "thread")
     durability = options.get("durability", "full")
+    change_log_values = options.get("change_log_values", False)
     config: Dict[str, Any] = {}
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
@@ -173,13 +174,16 @@ def _config(options: Mapping[str, Any]) -> Dict[str, Any]:
         raise TypeError(f"schema_version must be an int, not {type(schema_version).__name__}")
     config["schemaVersion"] = schema_version
     for name, flag in (("in_memory", in_memory), ("read_only", read_only),
-                       ("delete_realm_if_migration_needed", delete_if_needed)):
+                       ("delete_realm_if_migration_needed", delete_if_needed),
+                       ("change_log_values", change_log_values)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
     config["inMemory"] = in_memory
     config["readOnly"] = read_only
     if delete_if_needed:
         config["deleteRealmIfMigrationNeeded"] = True
+    if change_log_values:
+        config["changeLogValues"] = True
     if isinstance(write_timeout_ms, bool) or not isinstance(write_timeout_ms, int):
         raise TypeError(
             f"write_timeout_ms must be an int, not {type(write_timeout_ms).__name__}")
@@ -380,13 +384,15 @@ class Realm:
         delete_realm_if_migration_needed: bool = False,
         notifications: str = "thread",
         durability: str = "full",
+        change_log_values: bool = False,
     ) -> None:
         self._handle: Any = None
         config = _config(dict(path=path, schema=schema, schema_version=schema_version,
                               in_memory=in_memory, read_only=read_only,
                               write_timeout_ms=write_timeout_ms,
                               delete_realm_if_migration_needed=delete_realm_if_migration_needed,
-                              notifications=notifications, durability=durability))
+                              notifications=notifications, durability=durability,
+                              change_log_values=change_log_values))
         if should_compact_on_launch is not None and not callable(should_compact_on_launch):
             raise TypeError("should_compact_on_launch must be a callable(total_bytes, used_bytes) "
                             f"-> bool, not {type(should_compact_on_launch).__name__}")
@@ -594,7 +600,11 @@ class Realm:
 
     def changes(self, after_version: int = 0, max_entries: int = 0) -> List[Dict[str, Any]]:
         """The change-log entries newer than ``after_version``, oldest first (at most
-        ``max_entries``; 0 means all): ``[{"version", "timestamp", "instructions"}, ...]``."""
+        ``max_entries``; 0 means all): ``[{"version", "timestamp", "instructions"}, ...]``.
+
+        The log keeps values only from the first commit after the file was opened with
+        ``change_log_values=True``; an entry recorded before raises
+        :class:`~atoll.InvalidArgumentError` naming its version."""
         after = _size(after_version, "after_version")
         most = _size(max_entries, "max_entries")
         text = _ffi.take_string(lib.atoll_realm_changes(self._h(), after, most))
@@ -1234,6 +1244,7 @@ def open(
     delete_realm_if_migration_needed: bool = False,
     notifications: str = "thread",
     durability: str = "full",
+    change_log_values: bool = False,
 ) -> Realm:
     """Opens (creating when needed) a realm. See :class:`Realm`.
 
@@ -1267,6 +1278,11 @@ def open(
     power loss or an operating system crash; ``"normal"`` a crash of the process only (after
     a power loss the last commits may be gone, the file intact), for fewer writes to the disk.
 
+    ``change_log_values=True`` makes the file's change log keep the values it records, which
+    :meth:`Realm.changes` returns; from the next commit on, for every handle and process
+    (False leaves the file as it is). Without it the log keeps only what changed, which is
+    what notifications read. Synced realms always keep values.
+
     The realm reads a snapshot: the data as of its last refresh (:meth:`Realm.refresh`,
     :meth:`Realm.begin_write`, each delivery of notifications), not what other handles and
     processes committed since.
@@ -1275,7 +1291,8 @@ def open(
                  read_only=read_only, write_timeout_ms=write_timeout_ms,
                  should_compact_on_launch=should_compact_on_launch, migration=migration,
                  delete_realm_if_migration_needed=delete_realm_if_migration_needed,
-                 notifications=notifications, durability=durability)
+                 notifications=notifications, durability=durability,
+                 change_log_values=change_log_values)
 
 
 def file_exists(config: Union[PathLike, Mapping[str, Any]]) -> bool:
