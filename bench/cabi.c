@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "atoll.h"
+#include "file_bytes.h"
 
 #define BATCH 10000
 #define BENCH_SEED 20240601ULL
@@ -126,6 +127,7 @@ int main(int argc, char **argv) {
         if (!atoll_realm_commit(realm)) die("commit");
         emit("W1", t0, now());
         printf("W1_json %.6f\n", json_time);
+        printf("W1_file %lld\n", file_bytes(path));
     }
 
     /* W2: count age == 42, 100 times (query + count each time). */

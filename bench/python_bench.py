@@ -63,6 +63,17 @@ def import_atoll():
         return None, f"{type(e).__name__}: {e}".replace("\n", " | ")
 
 
+def file_bytes(path):
+    """The database's size as SQLite sees it (page count x page size, the WAL's committed pages
+    included), on a read-only connection of its own."""
+    import sqlite3
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("PRAGMA page_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        conn.close()
+
+
 def run_atoll(directory, n):
     atoll, problem = import_atoll()
     if atoll is None:
@@ -80,6 +91,7 @@ def run_atoll(directory, n):
                 {"_id": i, "name": f"name-{i}", "age": i % 100, "owner": f"owner-{i % 1000}"}
                 for i in range(start, min(start + BATCH, n))])
     emit("W1", time.perf_counter() - t0)
+    print("W1_file", file_bytes(os.path.join(directory, "py.realm")))
 
     # W2: count age == 42, 100 times.
     t0 = time.perf_counter()
@@ -142,6 +154,7 @@ def run_sqlite3(directory, n):
                      ((i, f"name-{i}", i % 100, f"owner-{i % 1000}") for i in range(n)))
     conn.execute("COMMIT")
     emit("W1", time.perf_counter() - t0)
+    print("W1_file", file_bytes(os.path.join(directory, "py.sqlite")))
 
     t0 = time.perf_counter()
     for _ in range(100):

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "file_bytes.h"
+
 static sqlite3 *db;
 
 static double now(void) {
@@ -199,6 +201,7 @@ int main(int argc, char **argv) {
         exec("COMMIT");
         printf("W1 %.6f\n", now() - t0);
         sqlite3_finalize(ins);
+        printf("W1_file %lld\n", file_bytes(path));
     }
 
     /* W2: count age == 42, 100 times (the index answers it). */

@@ -415,6 +415,19 @@ def main_tables(n, runs, samples, checks, status, headers, med):
         print(f"  {what:<58} {fmt_time(t):>10}{extra}")
     print()
 
+    # The database right after W1 (page count x page size), against raw SQLite's.
+    sizes = [(key, title, med[key].get("W1_file")) for key, title in CONTENDERS if med[key].get("W1_file")]
+    raw_size = med["raw"].get("W1_file")
+    if sizes:
+        print("File after W1 (medians; target: Atoll <= 1.25x raw SQLite's):")
+        for key, title, b in sizes:
+            ratio = f"  {b / raw_size:.2f}x raw" if raw_size else ""
+            goal = ""
+            if raw_size and key not in ("raw", "pysqlite"):
+                goal = " OK" if b / raw_size <= 1.25 + 1e-9 else " MISS"
+            print(f"  {title:<15} {b / 1e6:8.1f} MB{ratio}{goal}")
+        print()
+
     print("Spread (min .. max over runs):")
     spread_rows = []
     for w, wtitle in WORKLOADS:

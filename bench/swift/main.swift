@@ -71,6 +71,7 @@ do {
         guard written == n else { fail("W1 wrote \(written) objects") }
         emit("W1", from: t0, to: t1)
         emit("W1_build", built - t0)
+        print("W1_file", try store.statistics().totalBytes)
     }
 
     // W2: count age == 42, 100 times.

@@ -58,6 +58,9 @@ do {
         let written = realm.objects(Item.self).count
         guard written == n else { fail("W1 wrote \(written) objects") }
         emit("W1", from: t0, to: t1)
+        let file = try Store(AtollStore.Configuration(path: dir + "/typed.realm", readOnly: true))
+        print("W1_file", try file.statistics().totalBytes)
+        file.close()
     }
 
     // W2: count age == 42, 100 times.
