@@ -110,6 +110,8 @@ enum Commands {
         }
         let size = fileSize(path)
         let walSize = fileSize(path + "-wal")
+        // Whether its log keeps values (docs/changelog.md, "What the log keeps").
+        let keepsValues = try store.changeLogKeepsValues()
         if args.flags.contains("json") {
             let json = json_object()!
             defer { json_decref(json) }
@@ -130,6 +132,7 @@ enum Commands {
             set("entries", stats.changeLogEntries, in: log)
             set("chunks", stats.changeLogChunks, in: log)
             set("bytes", stats.changeLogBytes, in: log)
+            json_object_set_new(log, "keepsValues", keepsValues ? json_true() : json_false())
             json_object_set_new(json, "changeLog", log)
             let objects = json_object()!
             for (cls, n) in counts { set(cls.name, Int64(n), in: objects) }
@@ -150,7 +153,8 @@ enum Commands {
         text += line("free", byteCount(stats.freeBytes))
         text += line("schema version", "\(store.schemaVersion)")
         text += line("version", "\(stats.version)")
-        text += line("change log", "\(stats.changeLogEntries) entries, \(stats.changeLogChunks) chunks, \(byteCount(stats.changeLogBytes))")
+        text += line("change log", "\(stats.changeLogEntries) entries, \(stats.changeLogChunks) chunks, \(byteCount(stats.changeLogBytes))"
+                     + (keepsValues ? ", values kept" : ", without values"))
         let total = counts.filter { !$0.0.isEmbedded }.reduce(0) { $0 + $1.1 }
         text += line("objects", "\(total)")
         for (cls, n) in counts {

@@ -183,6 +183,7 @@ def sqlite_counts(path: Path) -> Dict[str, int]:
                 "changes": one("SELECT count(*) FROM _atoll_changes"),
                 "versions": one("SELECT count(*) FROM _atoll_versions"),
                 "bytes": one("SELECT coalesce(sum(length(instructions)), 0) FROM _atoll_changes"),
+                "keeps_values": one("SELECT count(*) FROM _atoll_meta WHERE key = 'changeLog' AND value = 'values'"),
                 "Dog": one('SELECT count(*) FROM "Dog"'), "Note": one('SELECT count(*) FROM "Note"')}
     finally:
         db.close()
@@ -423,7 +424,7 @@ def test_info_agrees_with_sqlite(dogs: Path):
     assert info["usedBytes"] == (expected["page_count"] - expected["freelist_count"]) * expected["page_size"]
     assert info["freeBytes"] == expected["freelist_count"] * expected["page_size"]
     assert info["changeLog"] == {"entries": expected["versions"], "chunks": expected["changes"],
-                                 "bytes": expected["bytes"]}
+                                 "bytes": expected["bytes"], "keepsValues": expected["keeps_values"] == 1}
     assert info["changeLog"]["entries"] == 3 and info["version"] == 3
     assert info["fileSize"] == dogs.stat().st_size
     wal = Path(str(dogs) + "-wal")
@@ -439,7 +440,9 @@ def test_info_as_text(dogs: Path, every_type: Path):
     expected = sqlite_counts(dogs)
     assert re.search(rf"^page size +{expected['page_size']} bytes$", text, re.M)
     assert re.search(rf"^pages +{expected['page_count']} \(\d+ used, {expected['freelist_count']} free\)$", text, re.M)
-    assert re.search(rf"^change log +3 entries, {expected['changes']} chunks, {expected['bytes']} bytes", text, re.M)
+    values = ", values kept" if expected["keeps_values"] else ", without values"
+    assert re.search(rf"^change log +3 entries, {expected['changes']} chunks, {expected['bytes']} bytes( \([^)]*\))?{values}$",
+                     text, re.M)
     assert re.search(r"^schema version +2$", text, re.M)
     assert re.search(r"^objects +2271$", text, re.M)
     assert re.search(r"^  Dog +2000$", text, re.M)
