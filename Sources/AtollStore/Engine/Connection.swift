@@ -81,6 +81,9 @@ final class Connection {
     }
 
     var changes: Int { db.map { Int(sqlite3_changes64($0)) } ?? 0 }
+    /// Rows changed on this connection since it opened (a failed `OR FAIL` statement's rows
+    /// before the failing one count).
+    var totalChanges: Int64 { db.map { sqlite3_total_changes64($0) } ?? 0 }
     var lastInsertRowID: Int64 { db.map { sqlite3_last_insert_rowid($0) } ?? 0 }
 
     /// When a statement running now must stop (`withDeadline`), as the store's SQL functions

@@ -72,12 +72,18 @@ extension Store {
                         at += 1
                     }
                 }
+                let before = conn.totalChanges
                 do {
                     try s.run()
                     for row in rows { rec.recordCreate(info, row.key, values: row.logged) }
                     return
                 } catch let e as AtollError where e.code == .duplicatePrimaryKey {
-                    // The statement left nothing: one at a time finds the object.
+                    // The statement (OR FAIL) kept the rows before the failing one; one at a
+                    // time from there finds the object. (The caller's savepoint undoes all.)
+                    let kept = Int(clamping: conn.totalChanges - before)
+                    guard kept < rows.count else { throw e }
+                    for row in rows.prefix(kept) { rec.recordCreate(info, row.key, values: row.logged) }
+                    rows.removeFirst(kept)
                 }
             }
             for row in rows {

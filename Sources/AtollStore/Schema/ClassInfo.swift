@@ -40,7 +40,7 @@ final class ClassInfo {
     /// a primary key whose columns are all scalars and which have no collections, whose
     /// objects are each one row and nothing else; as many as fit SQLite's limit on parameters.
     let rowsPerInsert: Int
-    /// `INSERT INTO table (columns) VALUES (…), (…), …` with `rowsPerInsert` rows.
+    /// `INSERT OR FAIL INTO table (columns) VALUES (…), (…), …` with `rowsPerInsert` rows.
     let insertManySQL: String
     /// `INSERT` with the row key given first (for objects of classes without primary key that
     /// are given their key).
@@ -97,8 +97,12 @@ final class ClassInfo {
         let onePerInsert = primaryKey == nil || schema.isEmbedded || !collections.isEmpty
             || columns.contains { $0.type == .object || $0.type == .mixed }
         rowsPerInsert = onePerInsert ? 1 : max(1, min(64, 32_000 / max(1, columns.count)))
+        // OR FAIL: a statement of many rows that a failure must undo whole makes SQLite copy
+        // every page it touches first (a statement journal, written to a temporary file once
+        // it outgrows 64 KB: at a million objects, gigabytes). With OR FAIL a failure keeps the
+        // rows before the failing one, which `createMany` accounts for, inside its savepoint.
         insertManySQL = rowsPerInsert == 1 ? insertSQL
-            : "INSERT INTO \(table) (\(names)) VALUES " + Array(repeating: "(\(params))", count: rowsPerInsert).joined(separator: ", ")
+            : "INSERT OR FAIL INTO \(table) (\(names)) VALUES " + Array(repeating: "(\(params))", count: rowsPerInsert).joined(separator: ", ")
     }
 
     private var valueSQLCache: [String: String] = [:]
