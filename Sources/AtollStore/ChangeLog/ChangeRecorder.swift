@@ -21,7 +21,7 @@ final class ChangeRecorder {
     private static let createWithValues: UInt8 = 9
     private static let defineNames: UInt8 = 0
 
-    init(keepsValues: Bool = true) {
+    init(keepsValues: Bool) {
         self.keepsValues = keepsValues
         writer.byte(format)
     }
@@ -39,7 +39,8 @@ final class ChangeRecorder {
     private var columnNumbers: [ObjectIdentifier: (className: Int, columns: [(index: Int, number: Int)])] = [:]
 
     /// A new object with the values of its columns, `values[i]` for `info.columns[i]` (a `set`
-    /// each when read back; the primary key's column is left out).
+    /// each when read back; the primary key's column is left out). Without values, `values`
+    /// is not read (callers may pass none).
     func recordCreate(_ info: ClassInfo, _ primaryKey: Value, values: [Value]) {
         let id = ObjectIdentifier(info)
         let numbers: (className: Int, columns: [(index: Int, number: Int)])

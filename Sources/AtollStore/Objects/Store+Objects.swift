@@ -109,11 +109,11 @@ extension Store {
                 }
                 key = try pkProperty.coerce(raw, className: info.name)
                 values.reserveCapacity(info.columns.count)
-                logged.reserveCapacity(info.columns.count)
+                if rec.keepsValues { logged.reserveCapacity(info.columns.count) }
                 for p in info.columns {
                     let item = try resolve(p, doc[p.name] ?? p.implicitDefault, info, .error, conn, rec)
                     values.append(item.sql)
-                    logged.append(item.canonical)
+                    if rec.keepsValues { logged.append(item.canonical) }
                 }
             } catch let e as AtollError {
                 // The objects before this one come first, with their own errors.
@@ -276,13 +276,13 @@ extension Store {
         var logged = [Value]()
         var values = [SQLValue]()
         var types = [SQLValue]()
-        logged.reserveCapacity(info.columns.count)
+        if rec.keepsValues { logged.reserveCapacity(info.columns.count) }
         values.reserveCapacity(info.width)
         for p in info.columns {
             let item = try resolve(p, doc[p.name] ?? p.implicitDefault, info, policy, conn, rec)
             values.append(item.sql)
             if p.type == .mixed { types.append(item.type) }
-            logged.append(item.canonical)
+            if rec.keepsValues { logged.append(item.canonical) }
         }
         let insert: Statement
         if let explicitKey {
