@@ -77,10 +77,14 @@ def pytest_configure(config: Any) -> None:
         "(for tests that read realm.changes())")
 
 
+def wants_change_log_values(request: Any) -> bool:
+    """Whether the test asking for a realm fixture is marked ``change_log_values``."""
+    return request.node.get_closest_marker("change_log_values") is not None
+
+
 @pytest.fixture
 def realm(request: Any, path: Path, schema: List[Dict[str, Any]]):
-    values = request.node.get_closest_marker("change_log_values") is not None
-    r = atoll.open(path, schema=schema, schema_version=1, change_log_values=values)
+    r = atoll.open(path, schema=schema, schema_version=1, change_log_values=wants_change_log_values(request))
     yield r
     r.close()
 

@@ -17,6 +17,7 @@ import pytest
 
 import atoll
 from atoll import Link, Move, ObjectId
+from conftest import wants_change_log_values
 
 SCHEMA = [
     {"name": "Person", "primaryKey": "id", "properties": {
@@ -36,8 +37,8 @@ P = ("Person", 1)   # the object most tests work on
 
 @pytest.fixture
 def realm(request, tmp_path):
-    values = request.node.get_closest_marker("change_log_values") is not None
-    r = atoll.open(tmp_path / "ops.realm", schema=SCHEMA, notifications="host", change_log_values=values)
+    r = atoll.open(tmp_path / "ops.realm", schema=SCHEMA, notifications="host",
+                   change_log_values=wants_change_log_values(request))
     with r.write():
         r.create("Person", {"id": 1, "numbers": [1, 2, 3]})
     yield r
